@@ -1,0 +1,185 @@
+"""SQLAlchemy Core tables. The domain never sees them: repositories translate rows to domain objects."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """A timestamp stored in UTC and always read back timezone-aware (SQLite keeps no zone)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+JSONType: Any = sa.JSON().with_variant(JSONB(), "postgresql")
+
+
+def _timestamps() -> list[sa.Column[Any]]:
+    return [
+        sa.Column("created_at", UTCDateTime(), nullable=False),
+        sa.Column("updated_at", UTCDateTime(), nullable=False),
+    ]
+
+
+environments = sa.Table(
+    "environments",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("description", sa.Text()),
+    sa.Column("data", JSONType, nullable=False),
+    *_timestamps(),
+    sa.Index(None, "updated_at", "id"),
+    sa.Index(None, "name", "id"),
+)
+
+credentials = sa.Table(
+    "credentials",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("description", sa.Text()),
+    sa.Column("username", sa.Text()),
+    sa.Column("secret_encrypted", sa.Text()),
+    *_timestamps(),
+    sa.Index(None, "updated_at", "id"),
+    sa.Index(None, "name", "id"),
+)
+
+scenarios = sa.Table(
+    "scenarios",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("description", sa.Text()),
+    sa.Column(
+        "environment_id", sa.Uuid(), sa.ForeignKey("environments.id", ondelete="SET NULL"), nullable=True
+    ),
+    sa.Column("timeout_seconds", sa.Float()),
+    *_timestamps(),
+    sa.Index(None, "updated_at", "id"),
+    sa.Index(None, "name", "id"),
+    sa.Index(None, "created_at", "id"),
+    sa.Index(None, "environment_id"),
+)
+
+steps = sa.Table(
+    "steps",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("scenario_id", sa.Uuid(), sa.ForeignKey("scenarios.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("position", sa.Integer(), nullable=False),
+    sa.Column("title", sa.Text()),
+    sa.Column("exec_code", sa.Text(), nullable=False),
+    sa.Column("timeout_seconds", sa.Float()),
+    sa.Index(None, "scenario_id", "position"),
+)
+
+scenario_credentials = sa.Table(
+    "scenario_credentials",
+    metadata,
+    sa.Column("scenario_id", sa.Uuid(), sa.ForeignKey("scenarios.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column(
+        "credential_id", sa.Uuid(), sa.ForeignKey("credentials.id", ondelete="RESTRICT"), primary_key=True
+    ),
+    sa.Column("alias", sa.String(64), nullable=False),
+    sa.Column("position", sa.Integer(), nullable=False, server_default="0"),
+    sa.UniqueConstraint("scenario_id", "alias"),
+    sa.Index(None, "credential_id"),
+)
+
+snippets = sa.Table(
+    "snippets",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("alias", sa.String(64), nullable=False, unique=True),
+    sa.Column("title", sa.String(200), nullable=False),
+    sa.Column("description", sa.Text()),
+    sa.Column("code", sa.Text(), nullable=False),
+    *_timestamps(),
+    sa.Index(None, "updated_at", "id"),
+    sa.Index(None, "title", "id"),
+)
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("token_encrypted", sa.Text()),
+    sa.Column("storage_state_encrypted", sa.Text()),
+    sa.Column("run_id", sa.Uuid()),
+    *_timestamps(),
+    sa.Index(None, "created_at", "id"),
+    sa.Index(None, "name", "id"),
+    sa.Index(None, "run_id"),
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("scenario_id", sa.Uuid(), sa.ForeignKey("scenarios.id", ondelete="CASCADE"), nullable=False),
+    # Copied from the scenario (and kept in step on rename) so "sort by scenario name" needs no join.
+    sa.Column("scenario_name", sa.String(200), nullable=False),
+    # No foreign key: deleting an environment keeps its runs readable.
+    sa.Column("environment_id", sa.Uuid(), nullable=False),
+    sa.Column("save_session", sa.Boolean(), nullable=False),
+    sa.Column("session_id", sa.Uuid()),
+    sa.Column("source_session_id", sa.Uuid()),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("error", JSONType),
+    sa.Column("step_results", JSONType, nullable=False),
+    sa.Column("artifacts", JSONType, nullable=False),
+    sa.Column("cancel_requested", sa.Boolean(), nullable=False, server_default=sa.false()),
+    sa.Column("lease_owner", sa.String(200)),
+    sa.Column("lease_expires_at", UTCDateTime()),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("started_at", UTCDateTime()),
+    sa.Column("finished_at", UTCDateTime()),
+    sa.Index(None, "created_at", "id"),
+    sa.Index(None, "scenario_name", "id"),
+    sa.Index(None, "status", "created_at", "id"),
+    sa.Index(None, "scenario_id", "created_at", "id"),
+    sa.Index(None, "status", "lease_owner", "created_at"),
+)
+
+run_logs = sa.Table(
+    "run_logs",
+    metadata,
+    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.Uuid(), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("at", UTCDateTime(), nullable=False),
+    sa.Column("level", sa.String(16), nullable=False),
+    sa.Column("step_id", sa.Uuid()),
+    sa.Column("message", sa.Text(), nullable=False),
+    sa.Index(None, "run_id", "seq"),
+)

@@ -1,0 +1,216 @@
+"""Conversion between the domain and its camelCase JSON shapes (CONTRACT.md section 5).
+
+One converter per boundary, made by :func:`make_converter`; never cattrs' global one. Structuring
+failures become :class:`~scenariokit.domain.errors.ValidationError` whose ``errors`` name each field by
+its JSON path, ready for a 400 body.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from scenariokit.domain import model
+from scenariokit.domain.errors import ValidationError
+from scenariokit.domain.model import FieldError, camel
+from scenariokit import inputs
+
+T = TypeVar("T")
+
+#: Fields a client may send back from a read but that are never written (ignored on input).
+READ_ONLY_FIELDS = frozenset({"id", "createdAt", "updatedAt", "hasSecret", "kind"})
+
+_INPUT_CLASSES = (
+    inputs.StepInput,
+    inputs.LinkInput,
+    inputs.StepOrderInput,
+    inputs.ScenarioInput,
+    inputs.EnvironmentInput,
+    inputs.CredentialInput,
+    inputs.SnippetInput,
+    inputs.RunInput,
+)
+_MODEL_CLASSES = (
+    model.Step,
+    model.CredentialLink,
+    model.Scenario,
+    model.Environment,
+    model.Credential,
+    model.Snippet,
+    model.Session,
+    model.RunError,
+    model.StepResult,
+    model.Run,
+    model.RunLogEntry,
+)
+
+
+def format_time(value: datetime) -> str:
+    """ISO 8601 in UTC with milliseconds and a ``Z``."""
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(value: Any) -> datetime:
+    """Parse an ISO 8601 timestamp; a naive one is taken as UTC."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    else:
+        raise ValueError("must be an ISO 8601 timestamp")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _structure_uuid(value: Any, _: type) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("must be a UUID string")
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a UUID") from None
+
+
+def _strict(kind: type) -> Any:
+    def structure(value: Any, _: type) -> Any:
+        if kind is float:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError("must be a number")
+            if not math.isfinite(value):
+                raise ValueError("must be a finite number")
+            return value
+        if kind is int and isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+            raise ValueError(f"must be {_KIND_NAMES[kind]}")
+        return value
+
+    return structure
+
+
+_KIND_NAMES = {str: "a string", int: "a whole number", bool: "true or false", float: "a number"}
+
+
+def _structure_dict(value: Any, _: type) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError("must be a JSON object")
+    return dict(value)
+
+
+def _rename_overrides(cls: type) -> dict[str, Any]:
+    return {
+        field.name: override(rename=camel(field.name))
+        for field in attrs.fields(cls)
+        if camel(field.name) != field.name
+    }
+
+
+def make_converter() -> cattrs.Converter:
+    """A converter for scenariokit's JSON shapes: camelCase keys, UUID strings, ISO timestamps.
+
+    Unknown keys are refused when structuring; output omits nothing (policy on secrets and masked
+    tokens lives in :mod:`scenariokit.views`).
+    """
+    converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    converter.register_structure_hook(uuid.UUID, _structure_uuid)
+    converter.register_unstructure_hook(uuid.UUID, str)
+    converter.register_structure_hook(datetime, lambda value, _: parse_time(value))
+    converter.register_unstructure_hook(datetime, format_time)
+    for kind in (str, int, bool, float):
+        converter.register_structure_hook(kind, _strict(kind))
+    converter.register_structure_hook_func(lambda t: t == dict[str, Any], _structure_dict)
+    converter.register_unstructure_hook(enum.Enum, lambda value: value.value)
+    for cls in _INPUT_CLASSES + _MODEL_CLASSES:
+        overrides = _rename_overrides(cls)
+        converter.register_structure_hook(
+            cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
+        )
+        converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **overrides))
+    return converter
+
+
+_PATH_PART = re.compile(r"\[(?:'|\")?([^\]'\"]+)(?:'|\")?\]|\.(\w+)")
+
+
+def _error_path(path: str) -> str:
+    parts: list[str] = []
+    for bracket, attr in _PATH_PART.findall(path):
+        if attr:
+            parts.append(attr)
+        elif bracket.isdigit():
+            if parts:
+                parts[-1] += f"[{bracket}]"
+            else:
+                parts.append(f"[{bracket}]")
+        else:
+            parts.append(bracket)
+    return ".".join(parts)
+
+
+def _collect(exc: BaseException, path: str, errors: dict[str, str]) -> None:
+    if isinstance(exc, ForbiddenExtraKeysError):
+        for key in sorted(exc.extra_fields):
+            errors[_join(path, key)] = "unknown field"
+        return
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        with_notes, without = exc.group_exceptions()
+        for inner, note in with_notes:
+            name = getattr(note, "name", None)
+            index = getattr(note, "index", None)
+            if name is not None:
+                inner_path = _join(path, camel(str(name)))
+            else:
+                inner_path = f"{path}[{index}]"
+            _collect(inner, inner_path, errors)
+        for inner in without:
+            _collect(inner, path, errors)
+        return
+    if isinstance(exc, FieldError):
+        errors[_join(path, exc.field)] = exc.message
+        return
+    if isinstance(exc, KeyError):
+        errors[path or "$"] = "is required"
+        return
+    if isinstance(exc, TypeError) and "required" in str(exc) and "argument" in str(exc):
+        for missing in re.findall(r"'(\w+)'", str(exc)):
+            errors[_join(path, camel(missing))] = "is required"
+        return
+    errors[path or "$"] = str(exc) or type(exc).__name__
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def errors_of(exc: BaseException) -> dict[str, str]:
+    """Map a cattrs/attrs structuring failure to ``{json.path: message}``."""
+    errors: dict[str, str] = {}
+    _collect(exc, "", errors)
+    return errors
+
+
+def structure_input(converter: cattrs.Converter, data: Any, cls: type[T], *, what: str | None = None) -> T:
+    """Structure ``data`` (decoded JSON) into ``cls``, or raise a ValidationError naming each bad field.
+
+    Read-only fields a client may echo back from a read (``id``, ``createdAt`` …) are ignored.
+    """
+    label = what or cls.__name__.removesuffix("Input").lower()
+    if not isinstance(data, Mapping):
+        raise ValidationError(f"the {label} must be a JSON object", {"$": "must be a JSON object"})
+    cleaned = {key: value for key, value in data.items() if key not in READ_ONLY_FIELDS}
+    try:
+        return converter.structure(cleaned, cls)
+    except (cattrs.BaseValidationError, FieldError, ValueError, TypeError, KeyError) as exc:
+        errors = errors_of(exc)
+        raise ValidationError(f"invalid {label}", errors) from None

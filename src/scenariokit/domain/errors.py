@@ -1,0 +1,45 @@
+"""Domain errors. They know nothing of HTTP: the server maps them to statuses in one table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class ScenarioKitError(Exception):
+    """Base of every error scenariokit raises on purpose."""
+
+
+class ValidationError(ScenarioKitError):
+    """Input that does not fit the model; ``errors`` maps a field path to what is wrong with it."""
+
+    def __init__(self, message: str, errors: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.errors: dict[str, str] = dict(errors or {})
+
+    def __str__(self) -> str:
+        if not self.errors:
+            return self.message
+        fields = "; ".join(f"{path}: {why}" for path, why in self.errors.items())
+        return f"{self.message} ({fields})"
+
+
+class InvalidQuery(ValidationError):
+    """A list query (page, limit, orderBy, orderDir, filters) that cannot be run."""
+
+
+class NotFound(ScenarioKitError):
+    """A record that does not exist."""
+
+    def __init__(self, kind: str, ident: object) -> None:
+        super().__init__(f"{kind} {ident} not found")
+        self.kind = kind
+        self.ident = ident
+
+
+class Conflict(ScenarioKitError):
+    """A write that breaks a uniqueness rule or the state of a record."""
+
+
+class BrowserUnavailable(ScenarioKitError):
+    """No browser could be found or connected to."""

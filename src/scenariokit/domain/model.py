@@ -1,0 +1,347 @@
+"""The scenariokit domain model.
+
+Values are ``attrs.frozen``: a change is a new value made with :func:`attrs.evolve`, so the service layer
+is the one place that decides what changes. Validation lives here, with the fields it guards; the
+converter in :mod:`scenariokit.convert` reports a failure under the JSON path of the field.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+MAX_TIMEOUT_SECONDS = 3600
+DEFAULT_STEP_TIMEOUT_SECONDS = 30.0
+NAME_MAX = 200
+ALIAS_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC, truncated to milliseconds so it survives every store."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def new_id() -> uuid.UUID:
+    """A fresh random id."""
+    return uuid.uuid4()
+
+
+def mask_token(token: str | None) -> str | None:
+    """Mask a session token: the first and last four characters around an ellipsis.
+
+    A token shorter than twelve characters shows as the ellipsis alone, so short secrets reveal nothing.
+    """
+    if token is None:
+        return None
+    if len(token) < 12:
+        return "…"
+    return f"{token[:4]}…{token[-4:]}"
+
+
+# --- validators ---------------------------------------------------------------------------------
+
+
+def camel(name: str) -> str:
+    """The JSON (camelCase) name of a Python field name."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+class FieldError(ValueError):
+    """A validator's complaint about one field, named as it is in JSON."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def required_text(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise FieldError(camel(attribute.name), "is required and must not be blank")
+    if len(value) > NAME_MAX:
+        raise FieldError(camel(attribute.name), f"must be at most {NAME_MAX} characters")
+
+
+def valid_timeout(_: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise FieldError(camel(attribute.name), "must be a number")
+    if value <= 0 or value > MAX_TIMEOUT_SECONDS:
+        raise FieldError(camel(attribute.name), f"must be greater than 0 and at most {MAX_TIMEOUT_SECONDS}")
+
+
+def valid_alias(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not isinstance(value, str) or not ALIAS_PATTERN.match(value):
+        raise FieldError(
+            camel(attribute.name),
+            "must start with a letter or underscore and hold at most 64 letters, digits, '_', '.' or '-'",
+        )
+
+
+def valid_order(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FieldError(camel(attribute.name), "must be a whole number of at least 1")
+
+
+def _unique_step_ids(instance: Scenario, attribute: attrs.Attribute[Any], value: tuple[Step, ...]) -> None:
+    ids = [step.id for step in value]
+    if len(set(ids)) != len(ids):
+        raise FieldError("steps", "step ids must be unique within a scenario")
+
+
+def _unique_aliases(
+    instance: Scenario, attribute: attrs.Attribute[Any], value: tuple[CredentialLink, ...]
+) -> None:
+    aliases = [link.alias for link in value]
+    if len(set(aliases)) != len(aliases):
+        raise FieldError("credentials", "aliases must be unique within a scenario")
+    ids = [link.credential_id for link in value]
+    if len(set(ids)) != len(ids):
+        raise FieldError("credentials", "a credential may be linked to a scenario only once")
+
+
+def json_object(_: Any, attribute: attrs.Attribute[Any], value: dict[str, Any]) -> None:
+    if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+        raise FieldError(camel(attribute.name), "must be a JSON object")
+
+
+def _sorted_steps(steps: Any) -> tuple[Step, ...]:
+    return tuple(sorted(steps, key=lambda step: step.order))
+
+
+# --- enums ---------------------------------------------------------------------------------------
+
+
+class RunStatus(enum.StrEnum):
+    """Where a run is: queued or running (``in_progress``), or finished (``pass`` / ``fail``)."""
+
+    IN_PROGRESS = "in_progress"
+    PASS = "pass"
+    FAIL = "fail"
+
+
+class StepStatus(enum.StrEnum):
+    """How one step of a run ended."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    SKIPPED = "skipped"
+
+
+class RunErrorKind(enum.StrEnum):
+    """Why a run failed."""
+
+    ASSERTION = "assertion"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    WORKER_LOST = "worker_lost"
+
+
+class SessionStatus(enum.StrEnum):
+    """A saved browser session is ``open`` while its live context is held, ``closed`` once released."""
+
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+# --- aggregates and values -----------------------------------------------------------------------
+
+
+@attrs.frozen
+class Step:
+    """One step of a scenario: code that drives the page and holds its own assertions."""
+
+    exec_code: str = attrs.field(validator=attrs.validators.instance_of(str))
+    order: int = attrs.field(default=1, validator=valid_order)
+    title: str | None = None
+    timeout_seconds: float | None = attrs.field(default=None, validator=valid_timeout)
+    id: uuid.UUID = attrs.field(factory=new_id)
+
+    @property
+    def effective_timeout(self) -> float:
+        """The step's time limit in seconds, the default when it sets none."""
+        return self.timeout_seconds if self.timeout_seconds is not None else DEFAULT_STEP_TIMEOUT_SECONDS
+
+
+@attrs.frozen
+class CredentialLink:
+    """A credential linked to a scenario under an alias that step code uses to read it."""
+
+    credential_id: uuid.UUID
+    alias: str = attrs.field(validator=valid_alias)
+
+
+@attrs.frozen
+class Scenario:
+    """An ordered list of steps, run as a whole against an environment."""
+
+    name: str = attrs.field(validator=required_text)
+    description: str | None = None
+    environment_id: uuid.UUID | None = None
+    timeout_seconds: float | None = attrs.field(default=None, validator=valid_timeout)
+    credentials: tuple[CredentialLink, ...] = attrs.field(default=(), validator=_unique_aliases)
+    steps: tuple[Step, ...] = attrs.field(default=(), converter=_sorted_steps, validator=_unique_step_ids)
+    id: uuid.UUID = attrs.field(factory=new_id)
+    created_at: datetime = attrs.field(factory=utcnow)
+    updated_at: datetime = attrs.field(factory=utcnow)
+
+    def step(self, step_id: uuid.UUID) -> Step | None:
+        """The step with this id, or None."""
+        return next((step for step in self.steps if step.id == step_id), None)
+
+    def link(self, credential_id: uuid.UUID) -> CredentialLink | None:
+        """The link to this credential, or None."""
+        return next((link for link in self.credentials if link.credential_id == credential_id), None)
+
+
+@attrs.frozen
+class Environment:
+    """A named set of key-value data that step code reads through ``helpers.env``."""
+
+    name: str = attrs.field(validator=required_text)
+    description: str | None = None
+    data: dict[str, Any] = attrs.field(factory=dict, validator=json_object)
+    id: uuid.UUID = attrs.field(factory=new_id)
+    created_at: datetime = attrs.field(factory=utcnow)
+    updated_at: datetime = attrs.field(factory=utcnow)
+
+    def url(self, key: str | None = None) -> str:
+        """The URL step code asked for: ``data[key]``, else ``data["url"]``, else ``data["baseUrl"]``."""
+        for candidate in ([key] if key else []) + ["url", "baseUrl"]:
+            value = self.data.get(candidate)
+            if isinstance(value, str) and value:
+                return value
+        tried = ", ".join(repr(k) for k in ([key] if key else []) + ["url", "baseUrl"])
+        raise LookupError(f"environment {self.name!r} has no URL: tried data keys {tried}")
+
+
+@attrs.frozen(repr=False)
+class Credential:
+    """A username and secret step code reads by alias. The secret never appears in a response."""
+
+    name: str = attrs.field(validator=required_text)
+    description: str | None = None
+    username: str | None = None
+    secret: str | None = None
+    id: uuid.UUID = attrs.field(factory=new_id)
+    created_at: datetime = attrs.field(factory=utcnow)
+    updated_at: datetime = attrs.field(factory=utcnow)
+
+    @property
+    def has_secret(self) -> bool:
+        """Whether a secret is stored."""
+        return bool(self.secret)
+
+    def __repr__(self) -> str:  # the secret must not reach a log through repr
+        return f"Credential(id={self.id!s}, name={self.name!r}, username={self.username!r}, secret=***)"
+
+
+@attrs.frozen
+class Snippet:
+    """Reusable code, called from step code with ``await runSnippet(alias, args)``."""
+
+    alias: str = attrs.field(validator=valid_alias)
+    title: str = attrs.field(validator=required_text)
+    description: str | None = None
+    code: str = ""
+    id: uuid.UUID = attrs.field(factory=new_id)
+    created_at: datetime = attrs.field(factory=utcnow)
+    updated_at: datetime = attrs.field(factory=utcnow)
+
+
+@attrs.frozen(repr=False)
+class Session:
+    """A browser context saved by a run: its storage state and the token found in it."""
+
+    name: str
+    status: SessionStatus = SessionStatus.OPEN
+    token: str | None = None
+    storage_state: dict[str, Any] | None = None
+    run_id: uuid.UUID | None = None
+    id: uuid.UUID = attrs.field(factory=new_id)
+    created_at: datetime = attrs.field(factory=utcnow)
+    updated_at: datetime = attrs.field(factory=utcnow)
+
+    @property
+    def masked_token(self) -> str | None:
+        """The token as responses show it."""
+        return mask_token(self.token)
+
+    def __repr__(self) -> str:
+        return f"Session(id={self.id!s}, name={self.name!r}, status={self.status.value}, token={self.masked_token!r})"
+
+
+@attrs.frozen
+class RunError:
+    """Why a run failed, and at which step."""
+
+    kind: RunErrorKind
+    message: str
+    step_id: uuid.UUID | None = None
+
+
+@attrs.frozen
+class StepResult:
+    """How one step of a run went."""
+
+    step_id: uuid.UUID
+    order: int
+    status: StepStatus
+    title: str | None = None
+    started_at: datetime | None = None
+    duration_ms: int | None = None
+    error: str | None = None
+
+
+@attrs.frozen
+class Run:
+    """One execution of a scenario against an environment, in its own fresh browser."""
+
+    scenario_id: uuid.UUID
+    environment_id: uuid.UUID
+    scenario_name: str = ""
+    save_session: bool = False
+    session_id: uuid.UUID | None = None
+    source_session_id: uuid.UUID | None = None
+    status: RunStatus = RunStatus.IN_PROGRESS
+    error: RunError | None = None
+    step_results: tuple[StepResult, ...] = ()
+    artifacts: tuple[str, ...] = ()
+    id: uuid.UUID = attrs.field(factory=new_id)
+    created_at: datetime = attrs.field(factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def duration_ms(self) -> int | None:
+        """Milliseconds from start to finish, once finished."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return int((self.finished_at - self.started_at).total_seconds() * 1000)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run has reached ``pass`` or ``fail``."""
+        return self.status is not RunStatus.IN_PROGRESS
+
+
+@attrs.frozen
+class RunLogEntry:
+    """One line of a run's log."""
+
+    run_id: uuid.UUID
+    message: str
+    level: str = "info"
+    step_id: uuid.UUID | None = None
+    at: datetime = attrs.field(factory=utcnow)
+    seq: int | None = None

@@ -1,0 +1,65 @@
+"""The hooks a scenariokit plugin may implement.
+
+A plugin is a module or object with functions named like these, marked with
+``scenariokit.hookimpl``, registered through a setuptools entry point of group ``scenariokit``.
+Hooks are always called with keyword arguments; they grow by new arguments, never by renames.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from scenariokit.domain.model import Run, Scenario
+    from scenariokit.ports import Store
+    from scenariokit.runner.job import RunJob
+
+hookspec = pluggy.HookspecMarker("scenariokit")
+
+# --- storage ---------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def scenariokit_storage_backend(url: str, secret_key: str) -> Store | None:
+    """Return a store for a database URL whose scheme this plugin serves, or None."""
+
+
+# --- browsers --------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def scenariokit_browser_provider(job: RunJob) -> Any | None:
+    """Return an async callable ``launch(playwright) -> Browser`` to use instead of the built-in launch."""
+
+
+# --- step code -------------------------------------------------------------------------------------
+
+
+@hookspec
+def scenariokit_step_helpers(job: RunJob) -> dict[str, Any] | None:
+    """Return extra names to add to ``helpers`` in step code (merged from every plugin)."""
+
+
+@hookspec
+def scenariokit_snippet_sources() -> list[Any] | None:
+    """Return snippet sources: objects with ``get(alias) -> str | None`` and ``aliases() -> list[str]``."""
+
+
+@hookspec(firstresult=True)
+def scenariokit_extract_session_token(storage_state: dict[str, Any]) -> str | None:
+    """Return the token to keep from a saved session's storage state, or None to use the built-in rule."""
+
+
+# --- run lifecycle ---------------------------------------------------------------------------------
+
+
+@hookspec
+def scenariokit_run_started(run: Run, scenario: Scenario) -> None:
+    """Called when a worker starts executing a run."""
+
+
+@hookspec
+def scenariokit_run_finished(run: Run, scenario: Scenario) -> None:
+    """Called when a run has finished (``pass`` or ``fail``) and its result is stored."""

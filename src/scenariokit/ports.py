@@ -1,0 +1,209 @@
+"""Storage ports: the repositories and unit of work the service layer talks to.
+
+Adapters implement them (:mod:`scenariokit.adapters.sqlalchemy` for SQLite and PostgreSQL). A unit of
+work is a transaction: leaving ``async with uow:`` without ``await uow.commit()`` rolls everything back.
+"""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Generic, Self, TypeVar
+
+import attrs
+
+from scenariokit.domain.model import (
+    Credential,
+    Environment,
+    Run,
+    RunLogEntry,
+    Scenario,
+    Session,
+    Snippet,
+)
+from scenariokit.queries import (
+    CredentialQuery,
+    EnvironmentQuery,
+    ListQuery,
+    LogQuery,
+    Page,
+    RunQuery,
+    ScenarioQuery,
+    SessionQuery,
+    SnippetQuery,
+)
+
+T = TypeVar("T")
+Q = TypeVar("Q", bound=ListQuery)
+
+
+class Repository(abc.ABC, Generic[T, Q]):
+    """Reads and writes one aggregate. ``get`` returns None for a missing id; services raise NotFound."""
+
+    @abc.abstractmethod
+    async def get(self, ident: uuid.UUID) -> T | None:
+        """The record with this id, or None."""
+
+    @abc.abstractmethod
+    async def get_many(self, idents: Sequence[uuid.UUID]) -> list[T]:
+        """The records with these ids that exist, in no particular order."""
+
+    @abc.abstractmethod
+    async def list(self, query: Q) -> Page[T]:
+        """One page of records, sorted and filtered as the query says."""
+
+    @abc.abstractmethod
+    async def add(self, item: T) -> None:
+        """Insert a new record (its id is already set)."""
+
+    @abc.abstractmethod
+    async def update(self, item: T) -> None:
+        """Replace the stored record with the same id."""
+
+    @abc.abstractmethod
+    async def delete(self, ident: uuid.UUID) -> bool:
+        """Delete the record; False when there was none."""
+
+
+class ScenarioRepository(Repository[Scenario, ScenarioQuery]):
+    """Scenarios with their steps and credential links, stored and loaded as one aggregate."""
+
+    @abc.abstractmethod
+    async def all_ids(self) -> list[uuid.UUID]:
+        """Every scenario id, oldest first (for export of all)."""
+
+
+class EnvironmentRepository(Repository[Environment, EnvironmentQuery]):
+    """Environments."""
+
+    @abc.abstractmethod
+    async def in_use(self, ident: uuid.UUID) -> bool:
+        """Whether a scenario links this environment as its default."""
+
+
+class CredentialRepository(Repository[Credential, CredentialQuery]):
+    """Credentials; secrets are encrypted at rest by the adapter."""
+
+    @abc.abstractmethod
+    async def linked_scenarios(self, ident: uuid.UUID) -> int:
+        """How many scenarios link this credential."""
+
+
+class SnippetRepository(Repository[Snippet, SnippetQuery]):
+    """Snippets, unique by alias."""
+
+    @abc.abstractmethod
+    async def get_by_alias(self, alias: str) -> Snippet | None:
+        """The snippet with this alias, or None."""
+
+    @abc.abstractmethod
+    async def all(self) -> list[Snippet]:
+        """Every snippet (a run resolves snippets by alias from these)."""
+
+
+class SessionRepository(Repository[Session, SessionQuery]):
+    """Saved browser sessions."""
+
+    @abc.abstractmethod
+    async def close_open(self) -> int:
+        """Mark every open session closed (at start-up no live context survives); how many changed."""
+
+
+@attrs.frozen
+class RunLease:
+    """A worker's claim on a run: who holds it and until when."""
+
+    run_id: uuid.UUID
+    owner: str
+    expires_at: datetime
+
+
+class RunRepository(Repository[Run, RunQuery]):
+    """Runs, their log and the leases workers hold on them."""
+
+    @abc.abstractmethod
+    async def claim_next(self, owner: str, now: datetime, expires_at: datetime) -> Run | None:
+        """Atomically take the oldest unclaimed in-progress run for ``owner``; None when none waits.
+
+        Two workers never claim the same run: PostgreSQL uses ``FOR UPDATE SKIP LOCKED``, SQLite a
+        conditional update.
+        """
+
+    @abc.abstractmethod
+    async def renew_lease(self, run_id: uuid.UUID, owner: str, expires_at: datetime) -> bool:
+        """Extend the lease ``owner`` holds on a run; False when it no longer holds it."""
+
+    @abc.abstractmethod
+    async def expired_leases(self, now: datetime) -> list[RunLease]:
+        """Leases of in-progress runs that ran out (their worker is gone)."""
+
+    @abc.abstractmethod
+    async def request_cancel(self, run_id: uuid.UUID) -> bool:
+        """Flag a run for cancellation; False when it is not in progress."""
+
+    @abc.abstractmethod
+    async def cancel_requested(self, run_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of these runs have a cancellation request."""
+
+    @abc.abstractmethod
+    async def append_logs(self, entries: Sequence[RunLogEntry]) -> None:
+        """Append lines to run logs."""
+
+    @abc.abstractmethod
+    async def list_logs(self, run_id: uuid.UUID, query: LogQuery) -> Page[RunLogEntry]:
+        """One page of a run's log in the order written, filtered by ``query.q`` (case-insensitive)."""
+
+    @abc.abstractmethod
+    async def rename_scenario(self, scenario_id: uuid.UUID, name: str) -> None:
+        """Keep the scenario name stored with its runs (their sort key) in step with a rename."""
+
+
+class UnitOfWork(abc.ABC):
+    """One transaction over every repository."""
+
+    scenarios: ScenarioRepository
+    environments: EnvironmentRepository
+    credentials: CredentialRepository
+    snippets: SnippetRepository
+    sessions: SessionRepository
+    runs: RunRepository
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.rollback()
+
+    @abc.abstractmethod
+    async def commit(self) -> None:
+        """Make the work of this unit permanent."""
+
+    @abc.abstractmethod
+    async def rollback(self) -> None:
+        """Undo whatever was not committed."""
+
+
+class Store(abc.ABC):
+    """A storage backend: hands out units of work and owns the connection pool."""
+
+    url: str
+
+    @abc.abstractmethod
+    def unit_of_work(self) -> UnitOfWork:
+        """A new unit of work (a transaction)."""
+
+    @abc.abstractmethod
+    async def ping(self) -> None:
+        """Raise when the database cannot be reached."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release connections."""

@@ -1,0 +1,231 @@
+"""Paged list queries and their results.
+
+A query is checked when it is built: an unknown ``orderBy``, a bad page or limit is refused here, so
+nothing unchecked ever reaches an adapter, let alone SQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
+
+import attrs
+
+from scenariokit.domain.errors import InvalidQuery
+from scenariokit.domain.model import RunStatus
+
+T = TypeVar("T")
+OrderDir = Literal["asc", "desc"]
+MAX_LIMIT = 200
+DEFAULT_LIMIT = 20
+
+
+@attrs.frozen
+class Page(Generic[T]):
+    """One page of a list: its items, the total across all pages, and where it is."""
+
+    items: tuple[T, ...]
+    total: int
+    page: int
+    limit: int
+
+
+def _int_param(params: Mapping[str, Any], name: str, default: int, low: int, high: int | None) -> int:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return default
+    if isinstance(raw, bool):
+        raise InvalidQuery(f"invalid {name}", {name: "must be a whole number"})
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise InvalidQuery(f"invalid {name}", {name: "must be a whole number"}) from None
+    if value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise InvalidQuery(f"invalid {name}", {name: f"must be a whole number {bound}"})
+    return value
+
+
+@attrs.frozen
+class ListQuery:
+    """Paging, sorting and the name filter common to every list."""
+
+    ORDER_BY: ClassVar[tuple[str, ...]] = ("name", "createdAt", "updatedAt")
+    DEFAULT_ORDER: ClassVar[tuple[str, OrderDir]] = ("updatedAt", "desc")
+
+    page: int = 1
+    limit: int = DEFAULT_LIMIT
+    order_by: str = attrs.field(default=None)
+    order_dir: OrderDir = attrs.field(default=None)
+    q: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.order_by is None:
+            object.__setattr__(self, "order_by", self.DEFAULT_ORDER[0])
+        if self.order_dir is None:
+            object.__setattr__(self, "order_dir", self.DEFAULT_ORDER[1])
+        if self.order_by not in self.ORDER_BY:
+            allowed = ", ".join(self.ORDER_BY)
+            raise InvalidQuery(
+                f"orderBy {self.order_by!r} is not allowed; allowed values: {allowed}",
+                {"orderBy": f"must be one of: {allowed}"},
+            )
+        if self.order_dir not in ("asc", "desc"):
+            raise InvalidQuery("invalid orderDir", {"orderDir": "must be one of: asc, desc"})
+        if isinstance(self.page, bool) or not isinstance(self.page, int) or self.page < 1:
+            raise InvalidQuery("invalid page", {"page": "must be a whole number of at least 1"})
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or not 1 <= self.limit <= MAX_LIMIT:
+            raise InvalidQuery("invalid limit", {"limit": f"must be a whole number from 1 to {MAX_LIMIT}"})
+        if self.q is not None and len(self.q) > 200:
+            raise InvalidQuery("invalid q", {"q": "must be at most 200 characters"})
+
+    @property
+    def offset(self) -> int:
+        """Rows to skip before this page."""
+        return (self.page - 1) * self.limit
+
+    @classmethod
+    def known_params(cls) -> frozenset[str]:
+        """The query-string parameters this query reads."""
+        return frozenset({"page", "limit", "orderBy", "orderDir", "q"})
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Self:
+        """Build the query from query-string parameters, refusing unknown ones."""
+        unknown = sorted(set(params) - cls.known_params())
+        if unknown:
+            raise InvalidQuery(
+                "unknown query parameter", {name: "unknown query parameter" for name in unknown}
+            )
+        return cls(**cls._kwargs(params))
+
+    @classmethod
+    def _kwargs(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        q = params.get("q")
+        return {
+            "page": _int_param(params, "page", 1, 1, None),
+            "limit": _int_param(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
+            "order_by": params.get("orderBy") or None,
+            "order_dir": params.get("orderDir") or None,
+            "q": q if q else None,
+        }
+
+
+@attrs.frozen
+class ScenarioQuery(ListQuery):
+    """List of scenarios: ``name|createdAt|updatedAt``, newest change first."""
+
+
+@attrs.frozen
+class EnvironmentQuery(ListQuery):
+    """List of environments."""
+
+
+@attrs.frozen
+class CredentialQuery(ListQuery):
+    """List of credentials."""
+
+
+@attrs.frozen
+class SnippetQuery(ListQuery):
+    """List of snippets; ``q`` matches alias or title."""
+
+    ORDER_BY: ClassVar[tuple[str, ...]] = ("alias", "title", "createdAt", "updatedAt")
+
+
+@attrs.frozen
+class SessionQuery(ListQuery):
+    """List of saved sessions."""
+
+    ORDER_BY: ClassVar[tuple[str, ...]] = ("name", "status", "createdAt")
+    DEFAULT_ORDER: ClassVar[tuple[str, OrderDir]] = ("createdAt", "desc")
+
+
+def _status(raw: Any) -> RunStatus | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        return RunStatus(raw)
+    except ValueError:
+        allowed = ", ".join(s.value for s in RunStatus)
+        raise InvalidQuery("invalid status", {"status": f"must be one of: {allowed}"}) from None
+
+
+def _uuid(raw: Any, name: str) -> uuid.UUID | None:
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, uuid.UUID):
+        return raw
+    try:
+        return uuid.UUID(str(raw))
+    except ValueError:
+        raise InvalidQuery(f"invalid {name}", {name: "must be a UUID"}) from None
+
+
+@attrs.frozen
+class RunQuery(ListQuery):
+    """List of runs: ``createdAt|status|scenario.name``, newest first; filters by status and scenario."""
+
+    ORDER_BY: ClassVar[tuple[str, ...]] = ("createdAt", "status", "scenario.name")
+    DEFAULT_ORDER: ClassVar[tuple[str, OrderDir]] = ("createdAt", "desc")
+
+    status: RunStatus | None = None
+    scenario_id: uuid.UUID | None = None
+
+    @classmethod
+    def known_params(cls) -> frozenset[str]:
+        return (super().known_params() | {"status", "scenarioId"}) - {"q"}
+
+    @classmethod
+    def _kwargs(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        kwargs = super()._kwargs(params)
+        kwargs["status"] = _status(params.get("status"))
+        kwargs["scenario_id"] = _uuid(params.get("scenarioId"), "scenarioId")
+        return kwargs
+
+
+@attrs.frozen
+class LogQuery:
+    """A page of one run's log, filtered by a case-insensitive substring."""
+
+    page: int = 1
+    limit: int = 100
+    q: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if isinstance(self.page, bool) or not isinstance(self.page, int) or self.page < 1:
+            raise InvalidQuery("invalid page", {"page": "must be a whole number of at least 1"})
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or not 1 <= self.limit <= 1000:
+            raise InvalidQuery("invalid limit", {"limit": "must be a whole number from 1 to 1000"})
+
+    @property
+    def offset(self) -> int:
+        """Rows to skip before this page."""
+        return (self.page - 1) * self.limit
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> LogQuery:
+        """Build it from query-string parameters (``page``, ``limit``, ``q``)."""
+        unknown = sorted(set(params) - {"page", "limit", "q"})
+        if unknown:
+            raise InvalidQuery(
+                "unknown query parameter", {name: "unknown query parameter" for name in unknown}
+            )
+        return cls(
+            page=_int_param(params, "page", 1, 1, None),
+            limit=_int_param(params, "limit", 100, 1, 1000),
+            q=params.get("q") or None,
+        )
+
+
+def all_order_by() -> dict[str, Sequence[str]]:
+    """The allowed ``orderBy`` values of every list, for documentation."""
+    return {
+        "scenarios": ScenarioQuery.ORDER_BY,
+        "environments": EnvironmentQuery.ORDER_BY,
+        "credentials": CredentialQuery.ORDER_BY,
+        "snippets": SnippetQuery.ORDER_BY,
+        "sessions": SessionQuery.ORDER_BY,
+        "runs": RunQuery.ORDER_BY,
+    }

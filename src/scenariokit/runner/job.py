@@ -1,0 +1,136 @@
+"""What a worker process is given to execute, and what it reports back.
+
+A :class:`RunJob` is plain, picklable data: everything a run needs, resolved from the store before the
+run starts, so the worker process never touches the database. The worker reports progress as
+:class:`RunEvent` values; the scheduler writes them to the store as they arrive.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from scenariokit.domain.model import RunError, StepResult
+
+TraceMode = Literal["off", "on-failure", "always"]
+
+
+@attrs.frozen
+class StepJob:
+    """One step to execute."""
+
+    id: uuid.UUID
+    order: int
+    title: str | None
+    exec_code: str
+    timeout_seconds: float
+
+
+@attrs.frozen(repr=False)
+class CredentialValue:
+    """A linked credential as step code sees it: ``helpers.credentials[alias]``."""
+
+    alias: str
+    username: str | None
+    secret: str | None
+
+    def __repr__(self) -> str:
+        return f"CredentialValue(alias={self.alias!r}, username={self.username!r}, secret=***)"
+
+
+@attrs.frozen
+class RunJob:
+    """Everything a run needs, resolved before it starts."""
+
+    run_id: uuid.UUID
+    scenario_id: uuid.UUID
+    scenario_name: str
+    steps: tuple[StepJob, ...]
+    env_name: str
+    env_data: dict[str, Any]
+    credentials: tuple[CredentialValue, ...] = ()
+    #: alias -> code of every snippet in the store; plugin snippet sources are asked in the worker.
+    snippets: dict[str, str] = attrs.field(factory=dict)
+    #: whole-run limit in seconds; None means the sum of the step limits.
+    timeout_seconds: float | None = None
+    save_session: bool = False
+    #: Playwright storage state to start from (a saved session), or None for a clean context.
+    storage_state: dict[str, Any] | None = None
+    artifacts_dir: Path = Path("artifacts")
+    trace: TraceMode = "off"
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The secret values that must never leave the run unmasked."""
+        return tuple(c.secret for c in self.credentials if c.secret)
+
+    @property
+    def run_timeout(self) -> float:
+        """The whole-run limit in seconds."""
+        if self.timeout_seconds is not None:
+            return self.timeout_seconds
+        return sum(step.timeout_seconds for step in self.steps) or 30.0
+
+
+# --- events a worker reports -------------------------------------------------------------------
+
+
+@attrs.frozen
+class LogEvent:
+    """A line for the run log (already masked)."""
+
+    at: datetime
+    level: str
+    message: str
+    step_id: uuid.UUID | None = None
+
+
+@attrs.frozen
+class StepStarted:
+    """A step began; the scheduler starts that step's clock from here."""
+
+    step_id: uuid.UUID
+    at: datetime
+
+
+@attrs.frozen
+class StepFinished:
+    """A step ended (pass or fail); skipped steps are reported in :class:`RunFinished`."""
+
+    result: StepResult
+
+
+@attrs.frozen
+class ArtifactSaved:
+    """A file the run recorded, by its name inside the run's artifact folder."""
+
+    name: str
+
+
+@attrs.frozen(repr=False)
+class SessionSaved:
+    """The run's browser context was kept (``saveSession``): its storage state and extracted token."""
+
+    storage_state: dict[str, Any]
+    token: str | None
+
+    def __repr__(self) -> str:
+        return "SessionSaved(storage_state=…, token=…)"
+
+
+@attrs.frozen
+class RunFinished:
+    """The outcome of a run, with every step's result (including skipped ones)."""
+
+    status: Literal["pass", "fail"]
+    error: RunError | None
+    step_results: tuple[StepResult, ...]
+    started_at: datetime
+    finished_at: datetime
+
+
+RunEvent = LogEvent | StepStarted | StepFinished | ArtifactSaved | SessionSaved | RunFinished
