@@ -1,0 +1,62 @@
+"""The application service layer: the use cases REST, MCP, the CLI and the library all call.
+
+Entry points stay thin: they parse, call a method here, and shape the result with
+:mod:`scenariokit.views`. Every business rule lives here or in the domain.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+from scenariokit.ports import Store
+
+from .base import Context, NoRunControl, RunControl, RunSettings
+from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
+from .runs import RunService
+from .scenarios import ScenarioService
+
+
+class Services:
+    """Every use case of one application, over one store."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        plugins: pluggy.PluginManager | None = None,
+        settings: RunSettings | None = None,
+        control: RunControl | None = None,
+    ) -> None:
+        if plugins is None:
+            from scenariokit.plugins import get_plugin_manager
+
+            plugins = get_plugin_manager()
+        self.context = Context(
+            store=store,
+            plugins=plugins,
+            settings=settings or RunSettings(),
+            control=control or NoRunControl(),
+        )
+        self.scenarios = ScenarioService(self.context)
+        self.environments = EnvironmentService(self.context)
+        self.credentials = CredentialService(self.context)
+        self.snippets = SnippetService(self.context)
+        self.sessions = SessionService(self.context)
+        self.runs = RunService(self.context)
+
+    @property
+    def store(self) -> Store:
+        """The store the services write to."""
+        return self.context.store
+
+    @property
+    def converter(self):  # type: ignore[no-untyped-def]
+        """The JSON converter of this application."""
+        return self.context.converter
+
+    def set_control(self, control: RunControl) -> None:
+        """Route run requests (queued, cancel, release) to an executor, e.g. the scheduler."""
+        self.context.control = control
+
+
+__all__ = ["Context", "NoRunControl", "RunControl", "RunSettings", "Services"]

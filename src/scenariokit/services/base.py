@@ -1,0 +1,107 @@
+"""What every service shares: the store, the converter, settings and the run control hooks."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeVar
+
+import attrs
+import cattrs
+import pluggy
+
+from scenariokit.convert import make_converter, structure_input
+from scenariokit.domain.errors import NotFound, ValidationError
+from scenariokit.ports import Store, UnitOfWork
+
+T = TypeVar("T")
+
+
+class RunControl(Protocol):
+    """What the service layer asks of whoever executes runs (the scheduler); a no-op without one."""
+
+    def run_queued(self) -> None:
+        """A new run waits in the queue."""
+
+    async def cancel(self, run_id: uuid.UUID) -> None:
+        """Stop a run this process executes (others see the cancel flag in the store)."""
+
+    async def release_session(self, session_id: uuid.UUID) -> None:
+        """Close the live browser context held for a saved session."""
+
+
+class NoRunControl:
+    """Run control for a process that executes no runs: requests wait in the store for a worker."""
+
+    def run_queued(self) -> None:
+        return None
+
+    async def cancel(self, run_id: uuid.UUID) -> None:
+        return None
+
+    async def release_session(self, session_id: uuid.UUID) -> None:
+        return None
+
+
+@attrs.frozen
+class RunSettings:
+    """How runs are executed and where their files go."""
+
+    artifacts_dir: Path = Path("artifacts")
+    trace: Literal["off", "on-failure", "always"] = "off"
+    lease_seconds: float = 15.0
+    session_keepalive_seconds: float = 600.0
+
+
+@attrs.define
+class Context:
+    """Shared by the services of one application."""
+
+    store: Store
+    plugins: pluggy.PluginManager
+    settings: RunSettings = attrs.field(factory=RunSettings)
+    control: RunControl = attrs.field(factory=NoRunControl)
+    converter: cattrs.Converter = attrs.field(factory=make_converter)
+
+    def uow(self, *, readonly: bool = False) -> UnitOfWork:
+        """A new unit of work on the store."""
+        factory = self.store.unit_of_work
+        try:
+            return factory(readonly=readonly)  # type: ignore[call-arg]
+        except TypeError:
+            return factory()
+
+    def structure(self, data: T | Mapping[str, Any], cls: type[T], *, what: str | None = None) -> T:
+        """``data`` as a ``cls``: an instance passes through, decoded JSON is checked field by field."""
+        if isinstance(data, cls):
+            return data
+        return structure_input(self.converter, data, cls, what=what)
+
+
+class ServiceBase:
+    """A group of use cases over one context."""
+
+    def __init__(self, context: Context) -> None:
+        self.ctx = context
+
+
+def require(item: T | None, kind: str, ident: object) -> T:
+    """``item``, or NotFound when it is None."""
+    if item is None:
+        raise NotFound(kind, ident)
+    return item
+
+
+def missing_reference(field: str, kind: str, ident: object) -> ValidationError:
+    """The 400 for a body that names a record which does not exist."""
+    return ValidationError(f"{field} refers to a missing {kind}", {field: f"no {kind} with id {ident}"})
+
+
+def merge_patch(current: Mapping[str, Any], changes: Any, *, what: str) -> dict[str, Any]:
+    """The writable JSON of a record with a partial update laid over it."""
+    if not isinstance(changes, Mapping):
+        raise ValidationError(f"the {what} must be a JSON object", {"$": "must be a JSON object"})
+    merged = dict(current)
+    merged.update(changes)
+    return merged

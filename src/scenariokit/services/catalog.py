@@ -1,0 +1,180 @@
+"""Use cases of the simple resources: environments, credentials, snippets, sessions."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any, ClassVar, Generic, TypeVar
+
+import attrs
+
+from scenariokit.domain.errors import Conflict, NotFound
+from scenariokit.domain.model import Credential, Environment, Session, Snippet, utcnow
+from scenariokit.inputs import CredentialInput, EnvironmentInput, SnippetInput
+from scenariokit.ports import Repository, UnitOfWork
+from scenariokit.queries import CredentialQuery, EnvironmentQuery, ListQuery, Page, SessionQuery, SnippetQuery
+
+from .base import ServiceBase, merge_patch, require
+
+T = TypeVar("T")
+I = TypeVar("I")  # noqa: E741 - the input type
+Q = TypeVar("Q", bound=ListQuery)
+
+
+class _Crud(ServiceBase, Generic[T, I, Q]):
+    """List, get, create, replace, patch and delete for a resource without children."""
+
+    kind: ClassVar[str]
+    input_type: ClassVar[type]
+    query_type: ClassVar[type[ListQuery]]
+    writable: ClassVar[tuple[str, ...]]
+
+    def repo(self, uow: UnitOfWork) -> Repository[T, Q]:
+        raise NotImplementedError
+
+    def build(self, command: I, old: T | None) -> T:
+        """The record a command describes (``old`` is the stored one on update)."""
+        fields = attrs.asdict(command, recurse=False)  # type: ignore[arg-type]
+        if old is None:
+            return self.record_type(**fields)
+        return attrs.evolve(old, **fields, updated_at=max(utcnow(), old.updated_at))  # type: ignore[misc]
+
+    record_type: ClassVar[type]
+
+    async def check(self, uow: UnitOfWork, record: T, old: T | None) -> None:
+        """Refuse a write that breaks a rule of this resource (uniqueness …)."""
+
+    async def before_delete(self, uow: UnitOfWork, ident: uuid.UUID) -> None:
+        """Refuse a delete that would break other records."""
+
+    async def list(self, query: Q | None = None) -> Page[T]:
+        """One page of records."""
+        async with self.ctx.uow(readonly=True) as uow:
+            return await self.repo(uow).list(query or self.query_type())  # type: ignore[arg-type]
+
+    async def get(self, ident: uuid.UUID) -> T:
+        """One record, or NotFound."""
+        async with self.ctx.uow(readonly=True) as uow:
+            return require(await self.repo(uow).get(ident), self.kind, ident)
+
+    async def create(self, data: I | Mapping[str, Any]) -> T:
+        """Create a record."""
+        command = self.ctx.structure(data, self.input_type, what=self.kind)
+        record = self.build(command, None)
+        async with self.ctx.uow() as uow:
+            await self.check(uow, record, None)
+            await self.repo(uow).add(record)
+            await uow.commit()
+        return record
+
+    async def replace(self, ident: uuid.UUID, data: I | Mapping[str, Any]) -> T:
+        """Replace a record (PUT)."""
+        command = self.ctx.structure(data, self.input_type, what=self.kind)
+        async with self.ctx.uow() as uow:
+            old = require(await self.repo(uow).get(ident), self.kind, ident)
+            record = self.build(command, old)
+            await self.check(uow, record, old)
+            await self.repo(uow).update(record)
+            await uow.commit()
+        return record
+
+    async def update(self, ident: uuid.UUID, changes: Mapping[str, Any]) -> T:
+        """Change some fields of a record (PATCH)."""
+        old = await self.get(ident)
+        current = {k: v for k, v in self.ctx.converter.unstructure(old).items() if k in self.writable}
+        return await self.replace(ident, merge_patch(current, changes, what=self.kind))
+
+    async def delete(self, ident: uuid.UUID) -> None:
+        """Delete a record."""
+        async with self.ctx.uow() as uow:
+            await self.before_delete(uow, ident)
+            if not await self.repo(uow).delete(ident):
+                raise NotFound(self.kind, ident)
+            await uow.commit()
+
+
+class EnvironmentService(_Crud[Environment, EnvironmentInput, EnvironmentQuery]):
+    """Environments. Deleting one unlinks it from scenarios; runs against it stay readable."""
+
+    kind = "environment"
+    input_type = EnvironmentInput
+    record_type = Environment
+    query_type = EnvironmentQuery
+    writable = ("name", "description", "data")
+
+    def repo(self, uow: UnitOfWork) -> Repository[Environment, EnvironmentQuery]:
+        return uow.environments
+
+    def build(self, command: EnvironmentInput, old: Environment | None) -> Environment:
+        command = attrs.evolve(command, name=command.name.strip())
+        return super().build(command, old)
+
+
+class CredentialService(_Crud[Credential, CredentialInput, CredentialQuery]):
+    """Credentials. The secret is write-only: an update without one keeps the stored secret."""
+
+    kind = "credential"
+    input_type = CredentialInput
+    record_type = Credential
+    query_type = CredentialQuery
+    writable = ("name", "description", "username")
+
+    def repo(self, uow: UnitOfWork) -> Repository[Credential, CredentialQuery]:
+        return uow.credentials
+
+    def build(self, command: CredentialInput, old: Credential | None) -> Credential:
+        if old is not None and command.secret is None:
+            command = attrs.evolve(command, secret=old.secret)
+        if command.secret == "":
+            command = attrs.evolve(command, secret=None)
+        return super().build(attrs.evolve(command, name=command.name.strip()), old)
+
+    async def before_delete(self, uow: UnitOfWork, ident: uuid.UUID) -> None:
+        count = await uow.credentials.linked_scenarios(ident)
+        if count:
+            raise Conflict(f"credential {ident} is linked to {count} scenario(s); unlink it first")
+
+
+class SnippetService(_Crud[Snippet, SnippetInput, SnippetQuery]):
+    """Snippets, unique by alias."""
+
+    kind = "snippet"
+    input_type = SnippetInput
+    record_type = Snippet
+    query_type = SnippetQuery
+    writable = ("alias", "title", "description", "code")
+
+    def repo(self, uow: UnitOfWork) -> Repository[Snippet, SnippetQuery]:
+        return uow.snippets
+
+    async def check(self, uow: UnitOfWork, record: Snippet, old: Snippet | None) -> None:
+        other = await uow.snippets.get_by_alias(record.alias)
+        if other is not None and other.id != record.id:
+            raise Conflict(f"a snippet with alias {record.alias!r} already exists")
+
+    async def get_by_alias(self, alias: str) -> Snippet:
+        """The snippet with this alias."""
+        async with self.ctx.uow(readonly=True) as uow:
+            return require(await uow.snippets.get_by_alias(alias), "snippet", alias)
+
+
+class SessionService(ServiceBase):
+    """Saved browser sessions: listed, read (masked) and deleted (which releases the live context)."""
+
+    async def list(self, query: SessionQuery | None = None) -> Page[Session]:
+        """One page of sessions."""
+        async with self.ctx.uow(readonly=True) as uow:
+            return await uow.sessions.list(query or SessionQuery())
+
+    async def get(self, ident: uuid.UUID) -> Session:
+        """One session."""
+        async with self.ctx.uow(readonly=True) as uow:
+            return require(await uow.sessions.get(ident), "session", ident)
+
+    async def delete(self, ident: uuid.UUID) -> None:
+        """Release the session's live browser context and delete it."""
+        async with self.ctx.uow() as uow:
+            require(await uow.sessions.get(ident), "session", ident)
+            await uow.sessions.delete(ident)
+            await uow.commit()
+        await self.ctx.control.release_session(ident)

@@ -1,0 +1,321 @@
+"""Use cases of runs: queueing, reading, cancelling, and the worker side (claim, progress, finish)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from scenariokit.domain.errors import Conflict, NotFound, ValidationError
+from scenariokit.domain.model import (
+    Run,
+    RunError,
+    RunErrorKind,
+    RunLogEntry,
+    RunStatus,
+    Scenario,
+    Session,
+    SessionStatus,
+    StepResult,
+    StepStatus,
+    utcnow,
+)
+from scenariokit.inputs import RunInput
+from scenariokit.queries import LogQuery, Page, RunQuery
+from scenariokit.runner.job import CredentialValue, RunFinished, RunJob, SessionSaved, StepJob
+from scenariokit.views import RunDetail
+
+from .base import ServiceBase, missing_reference, require
+
+log = logging.getLogger(__name__)
+_ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class RunService(ServiceBase):
+    """Runs: queue one, list them, read one with its log, cancel one, fetch its files."""
+
+    # --- callers' side -------------------------------------------------------------------------
+
+    async def create(self, data: RunInput | Mapping[str, Any]) -> Run:
+        """Queue a run of a scenario against an environment; it starts ``in_progress``."""
+        if isinstance(data, Mapping) and "scenario" in data and "scenarioId" not in data:
+            data = {("scenarioId" if key == "scenario" else key): value for key, value in data.items()}
+        command = self.ctx.structure(data, RunInput, what="run")
+        if command.environment_id is None:
+            raise ValidationError("environmentId is required", {"environmentId": "is required"})
+        async with self.ctx.uow() as uow:
+            scenario = await uow.scenarios.get(command.scenario_id)
+            if scenario is None:
+                raise missing_reference("scenarioId", "scenario", command.scenario_id)
+            if await uow.environments.get(command.environment_id) is None:
+                raise missing_reference("environmentId", "environment", command.environment_id)
+            if command.session_id is not None:
+                session = await uow.sessions.get(command.session_id)
+                if session is None or session.storage_state is None:
+                    raise missing_reference("sessionId", "saved session", command.session_id)
+            run = Run(
+                scenario_id=scenario.id,
+                scenario_name=scenario.name,
+                environment_id=command.environment_id,
+                save_session=command.save_session,
+                source_session_id=command.session_id,
+            )
+            await uow.runs.add(run)
+            await uow.commit()
+        self.ctx.control.run_queued()
+        return run
+
+    async def list(self, query: RunQuery | None = None) -> Page[Run]:
+        """One page of runs (newest first unless the query says otherwise)."""
+        async with self.ctx.uow(readonly=True) as uow:
+            return await uow.runs.list(query or RunQuery())
+
+    async def list_for_scenario(self, scenario_id: uuid.UUID, query: RunQuery | None = None) -> Page[Run]:
+        """One page of the runs of one scenario."""
+        query = attrs.evolve(query or RunQuery(), scenario_id=scenario_id)
+        async with self.ctx.uow(readonly=True) as uow:
+            require(await uow.scenarios.get(scenario_id), "scenario", scenario_id)
+            return await uow.runs.list(query)
+
+    async def get(self, run_id: uuid.UUID, logs: LogQuery | None = None) -> RunDetail:
+        """A run with its environment, its saved session and a page of its log (filtered by ``q``)."""
+        async with self.ctx.uow(readonly=True) as uow:
+            run = require(await uow.runs.get(run_id), "run", run_id)
+            environment = await uow.environments.get(run.environment_id)
+            session = await uow.sessions.get(run.session_id) if run.session_id else None
+            page = await uow.runs.list_logs(run_id, logs or LogQuery())
+        return RunDetail(run=run, environment=environment, session=session, logs=page)
+
+    async def cancel(self, run_id: uuid.UUID) -> Run:
+        """Stop a run in progress; it ends ``fail`` with ``error.kind`` ``cancelled``."""
+        async with self.ctx.uow() as uow:
+            run = require(await uow.runs.get(run_id), "run", run_id)
+            if run.finished:
+                raise Conflict(f"run {run_id} has already finished ({run.status.value})")
+            await uow.runs.request_cancel(run_id)
+            await uow.commit()
+        await self.ctx.control.cancel(run_id)
+        async with self.ctx.uow() as uow:
+            run = require(await uow.runs.get(run_id), "run", run_id)
+            if run.started_at is None and not run.finished:
+                # Nobody executes it yet: it is finished here, so no worker ever starts it.
+                run = await self._finish_unstarted(uow, run, RunErrorKind.CANCELLED, "cancelled before it started")
+        return run
+
+    async def artifact(self, run_id: uuid.UUID, name: str) -> Path:
+        """The file of an artifact the run recorded (a screenshot or trace)."""
+        if not _ARTIFACT_NAME.match(name):
+            raise ValidationError("invalid artifact name", {"name": "must be a plain file name"})
+        async with self.ctx.uow(readonly=True) as uow:
+            run = require(await uow.runs.get(run_id), "run", run_id)
+        if name not in run.artifacts:
+            raise NotFound("artifact", name)
+        path = self.artifacts_dir(run_id) / name
+        if not path.is_file():
+            raise NotFound("artifact", name)
+        return path
+
+    def artifacts_dir(self, run_id: uuid.UUID) -> Path:
+        """Where a run's files are kept."""
+        return self.ctx.settings.artifacts_dir / str(run_id)
+
+    # --- workers' side -------------------------------------------------------------------------
+
+    async def claim(self, owner: str) -> tuple[Run, RunJob] | None:
+        """Take the oldest queued run for ``owner`` with a lease, and resolve what executing it needs."""
+        now = utcnow()
+        expires = now + timedelta(seconds=self.ctx.settings.lease_seconds)
+        async with self.ctx.uow() as uow:
+            run = await uow.runs.claim_next(owner, now, expires)
+            if run is None:
+                return None
+            await uow.commit()
+            scenario = await uow.scenarios.get(run.scenario_id)
+            environment = await uow.environments.get(run.environment_id)
+            if scenario is None or environment is None:
+                what = "scenario" if scenario is None else "environment"
+                await self._finish_unstarted(uow, run, RunErrorKind.ERROR, f"the run's {what} was deleted")
+                return None
+            credentials = {c.id: c for c in await uow.credentials.get_many([x.credential_id for x in scenario.credentials])}
+            snippets = {s.alias: s.code for s in await uow.snippets.all()}
+            state = None
+            if run.source_session_id is not None:
+                source = await uow.sessions.get(run.source_session_id)
+                state = source.storage_state if source else None
+        job = RunJob(
+            run_id=run.id,
+            scenario_id=scenario.id,
+            scenario_name=scenario.name,
+            steps=tuple(
+                StepJob(
+                    id=s.id, order=s.order, title=s.title, exec_code=s.exec_code, timeout_seconds=s.effective_timeout
+                )
+                for s in scenario.steps
+            ),
+            env_name=environment.name,
+            env_data=dict(environment.data),
+            credentials=tuple(
+                CredentialValue(alias=link.alias, username=cred.username, secret=cred.secret)
+                for link in scenario.credentials
+                if (cred := credentials.get(link.credential_id)) is not None
+            ),
+            snippets=snippets,
+            timeout_seconds=scenario.timeout_seconds,
+            save_session=run.save_session,
+            storage_state=state,
+            artifacts_dir=self.artifacts_dir(run.id),
+            trace=self.ctx.settings.trace,
+        )
+        self._notify("scenariokit_run_started", run, scenario)
+        return run, job
+
+    async def renew_lease(self, run_id: uuid.UUID, owner: str) -> bool:
+        """Extend ``owner``'s lease on a run it executes; False when the lease was lost."""
+        expires = utcnow() + timedelta(seconds=self.ctx.settings.lease_seconds)
+        async with self.ctx.uow() as uow:
+            renewed = await uow.runs.renew_lease(run_id, owner, expires)
+            await uow.commit()
+        return renewed
+
+    async def cancel_requested(self, run_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of these runs someone asked to cancel."""
+        async with self.ctx.uow(readonly=True) as uow:
+            return await uow.runs.cancel_requested(run_ids)
+
+    async def append_logs(self, entries: Sequence[RunLogEntry]) -> None:
+        """Write run log lines as they happen."""
+        if not entries:
+            return
+        async with self.ctx.uow() as uow:
+            await uow.runs.append_logs(entries)
+            await uow.commit()
+
+    async def record_step(self, run_id: uuid.UUID, result: StepResult) -> None:
+        """Store one finished step's result while the run goes on, so readers see progress."""
+        async with self.ctx.uow() as uow:
+            run = await uow.runs.get(run_id)
+            if run is None or run.finished:
+                return
+            results = tuple(r for r in run.step_results if r.step_id != result.step_id) + (result,)
+            await uow.runs.update(attrs.evolve(run, step_results=results))
+            await uow.commit()
+
+    async def finish(
+        self,
+        run_id: uuid.UUID,
+        outcome: RunFinished,
+        *,
+        artifacts: Sequence[str] = (),
+        session: SessionSaved | None = None,
+    ) -> Run | None:
+        """Store a run's outcome, and the session it saved, in one transaction."""
+        async with self.ctx.uow() as uow:
+            run = await uow.runs.get(run_id)
+            if run is None or run.finished:
+                return run
+            session_id = None
+            if session is not None:
+                saved = Session(
+                    name=f"run-{run_id}",
+                    status=SessionStatus.OPEN,
+                    token=session.token,
+                    storage_state=session.storage_state,
+                    run_id=run_id,
+                )
+                await uow.sessions.add(saved)
+                session_id = saved.id
+            run = attrs.evolve(
+                run,
+                status=RunStatus(outcome.status),
+                error=outcome.error,
+                step_results=outcome.step_results,
+                artifacts=tuple(dict.fromkeys((*run.artifacts, *artifacts))),
+                started_at=run.started_at or outcome.started_at,
+                finished_at=outcome.finished_at,
+                session_id=session_id,
+            )
+            await uow.runs.update(run)
+            await uow.commit()
+            scenario = await uow.scenarios.get(run.scenario_id)
+        if scenario is not None:
+            self._notify("scenariokit_run_finished", run, scenario)
+        return run
+
+    async def reap_expired(self) -> list[uuid.UUID]:
+        """Finish as ``worker_lost`` every run whose worker stopped renewing its lease."""
+        reaped = []
+        async with self.ctx.uow() as uow:
+            for lease in await uow.runs.expired_leases(utcnow()):
+                run = await uow.runs.get(lease.run_id)
+                if run is None or run.finished:
+                    continue
+                message = f"the worker {lease.owner} stopped renewing its lease (it died or lost the database)"
+                await self._finish_unstarted(uow, run, RunErrorKind.WORKER_LOST, message, commit=False)
+                await uow.runs.append_logs([RunLogEntry(run_id=run.id, level="error", message=message)])
+                reaped.append(run.id)
+            await uow.commit()
+        return reaped
+
+    async def close_session(self, session_id: uuid.UUID) -> None:
+        """Mark a saved session closed: its live context was released."""
+        async with self.ctx.uow() as uow:
+            session = await uow.sessions.get(session_id)
+            if session is None or session.status is SessionStatus.CLOSED:
+                return
+            await uow.sessions.update(attrs.evolve(session, status=SessionStatus.CLOSED, updated_at=utcnow()))
+            await uow.commit()
+
+    async def session_of_run(self, run_id: uuid.UUID) -> Session | None:
+        """The session a run saved, if any."""
+        async with self.ctx.uow(readonly=True) as uow:
+            run = await uow.runs.get(run_id)
+            if run is None or run.session_id is None:
+                return None
+            return await uow.sessions.get(run.session_id)
+
+    async def close_all_sessions(self) -> int:
+        """Mark every open session closed (no live context survives a restart)."""
+        async with self.ctx.uow() as uow:
+            count = await uow.sessions.close_open()
+            await uow.commit()
+        return count
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    async def _finish_unstarted(
+        self, uow: Any, run: Run, kind: RunErrorKind, message: str, *, commit: bool = True
+    ) -> Run:
+        now = utcnow()
+        scenario = await uow.scenarios.get(run.scenario_id)
+        done = {r.step_id for r in run.step_results}
+        skipped = tuple(
+            StepResult(step_id=s.id, order=s.order, title=s.title, status=StepStatus.SKIPPED)
+            for s in (scenario.steps if scenario else ())
+            if s.id not in done
+        )
+        finished = attrs.evolve(
+            run,
+            status=RunStatus.FAIL,
+            error=RunError(kind=kind, message=message),
+            step_results=run.step_results + skipped,
+            started_at=run.started_at or now,
+            finished_at=now,
+        )
+        await uow.runs.update(finished)
+        if commit:
+            await uow.commit()
+        if scenario is not None:
+            self._notify("scenariokit_run_finished", finished, scenario)
+        return finished
+
+    def _notify(self, hook: str, run: Run, scenario: Scenario) -> None:
+        try:
+            getattr(self.ctx.plugins.hook, hook)(run=run, scenario=scenario)
+        except Exception:  # a plugin's fault must not fail the run
+            log.exception("plugin hook %s failed", hook)

@@ -1,0 +1,113 @@
+"""The JSON shapes responses carry (CONTRACT.md section 5), shared by REST, MCP and the CLI.
+
+Policy on what a response may show lives here: a credential's secret never appears (``hasSecret``
+instead), a session's token is masked and its storage state omitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+
+from scenariokit.domain.model import (
+    Credential,
+    Environment,
+    Run,
+    RunLogEntry,
+    Scenario,
+    Session,
+    Snippet,
+    Step,
+)
+from scenariokit.queries import Page
+
+T = TypeVar("T")
+JSON = dict[str, Any]
+
+
+@attrs.frozen
+class RunDetail:
+    """A run with what its detail view shows eagerly: environment, session and a page of its log."""
+
+    run: Run
+    environment: Environment | None
+    session: Session | None
+    logs: Page[RunLogEntry] | None = None
+
+
+def scenario_json(conv: cattrs.Converter, scenario: Scenario) -> JSON:
+    """A scenario with its ordered steps and credential links."""
+    return conv.unstructure(scenario)
+
+
+def step_json(conv: cattrs.Converter, step: Step) -> JSON:
+    """One step."""
+    return conv.unstructure(step)
+
+
+def environment_json(conv: cattrs.Converter, environment: Environment) -> JSON:
+    """One environment."""
+    return conv.unstructure(environment)
+
+
+def credential_json(conv: cattrs.Converter, credential: Credential) -> JSON:
+    """A credential without its secret, saying only whether one is stored."""
+    data = conv.unstructure(credential)
+    data.pop("secret", None)
+    data["hasSecret"] = credential.has_secret
+    return data
+
+
+def snippet_json(conv: cattrs.Converter, snippet: Snippet) -> JSON:
+    """One snippet."""
+    return conv.unstructure(snippet)
+
+
+def session_json(conv: cattrs.Converter, session: Session) -> JSON:
+    """A session with its token masked and its cookies and localStorage left out."""
+    data = conv.unstructure(session)
+    data.pop("storageState", None)
+    data["token"] = session.masked_token
+    return data
+
+
+def log_json(conv: cattrs.Converter, entry: RunLogEntry) -> JSON:
+    """One log line."""
+    data = conv.unstructure(entry)
+    data.pop("runId", None)
+    return data
+
+
+def run_json(
+    conv: cattrs.Converter,
+    run: Run,
+    environment: Environment | None = None,
+    session: Session | None = None,
+) -> JSON:
+    """A run, with its scenario reference and, when given, the eager environment and session."""
+    data = conv.unstructure(run)
+    data.pop("scenarioName", None)
+    data.pop("sourceSessionId", None)
+    data["scenario"] = {"id": str(run.scenario_id), "name": run.scenario_name}
+    data["durationMs"] = run.duration_ms
+    data["environment"] = environment_json(conv, environment) if environment else None
+    data["session"] = session_json(conv, session) if session else None
+    if run.source_session_id is not None:
+        data["fromSessionId"] = str(run.source_session_id)
+    return data
+
+
+def run_detail_json(conv: cattrs.Converter, detail: RunDetail) -> JSON:
+    """The run detail view: the run, its environment and session, and a page of its log."""
+    data = run_json(conv, detail.run, detail.environment, detail.session)
+    if detail.logs is not None:
+        data["logs"] = page_json(detail.logs, lambda entry: log_json(conv, entry))
+    return data
+
+
+def page_json(page: Page[T], item: Callable[[T], JSON]) -> JSON:
+    """The paged list envelope: ``items``, ``total``, ``page``, ``limit``."""
+    return {"items": [item(x) for x in page.items], "total": page.total, "page": page.page, "limit": page.limit}
