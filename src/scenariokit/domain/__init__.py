@@ -6,6 +6,7 @@ from scenariokit.domain.errors import (
     InvalidQuery,
     NotFound,
     ScenarioKitError,
+    TooLarge,
     ValidationError,
 )
 from scenariokit.domain.model import (
@@ -49,6 +50,7 @@ __all__ = [
     "Step",
     "StepResult",
     "StepStatus",
+    "TooLarge",
     "ValidationError",
     "mask_token",
     "utcnow",

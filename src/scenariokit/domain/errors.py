@@ -43,3 +43,7 @@ class Conflict(ScenarioKitError):
 
 class BrowserUnavailable(ScenarioKitError):
     """No browser could be found or connected to."""
+
+
+class TooLarge(ScenarioKitError):
+    """Input over a size bound (a body, a YAML document, an alias expansion)."""
