@@ -102,6 +102,14 @@ def _strict(kind: type) -> Any:
 _KIND_NAMES = {str: "a string", int: "a whole number", bool: "true or false", float: "a number"}
 
 
+def _structure_enum(value: Any, kind: type[enum.Enum]) -> enum.Enum:
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(member.value) for member in kind)
+        raise ValueError(f"must be one of: {allowed}") from None
+
+
 def _structure_dict(value: Any, _: type) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("must be a JSON object")
@@ -131,6 +139,9 @@ def make_converter() -> cattrs.Converter:
         converter.register_structure_hook(kind, _strict(kind))
     converter.register_structure_hook_func(lambda t: t == dict[str, Any], _structure_dict)
     converter.register_unstructure_hook(enum.Enum, lambda value: value.value)
+    # Registered per class: the str hook above would otherwise win for StrEnums (str precedes Enum in their MRO).
+    for enum_type in (model.RunStatus, model.StepStatus, model.RunErrorKind, model.SessionStatus):
+        converter.register_structure_hook(enum_type, _structure_enum)
     for cls in _INPUT_CLASSES + _MODEL_CLASSES:
         overrides = _rename_overrides(cls)
         converter.register_structure_hook(

@@ -1,0 +1,81 @@
+"""Fixtures shared by the whole suite: stores on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+
+import pytest
+
+from scenariokit.adapters.sqlalchemy import SqlStore, unique_schema
+from scenariokit.services import Services
+from scenariokit.storage import open_store
+
+PG_BASE_URL = os.environ.get("SCENARIOKIT_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+_pg_state: dict[str, str | None] = {}
+
+
+def postgres_unreachable_reason() -> str | None:
+    """Why PostgreSQL tests cannot run here, or None when the server answers."""
+    if "reason" not in _pg_state:
+
+        async def probe() -> None:
+            import asyncpg
+
+            dsn = PG_BASE_URL.replace("postgresql+asyncpg://", "postgresql://")
+            conn = await asyncio.wait_for(asyncpg.connect(dsn), timeout=3)
+            await conn.close()
+
+        try:
+            asyncio.run(probe())
+            _pg_state["reason"] = None
+        except Exception as exc:  # any failure to connect means: skip, and say why
+            _pg_state["reason"] = f"PostgreSQL at {PG_BASE_URL} is unreachable: {type(exc).__name__}: {exc}"
+    return _pg_state["reason"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip tests that need PostgreSQL, with the reason, when no server answers."""
+    needs_pg = [item for item in items if "postgres" in item.keywords]
+    if not needs_pg:
+        return
+    reason = postgres_unreachable_reason()
+    if reason:
+        for item in needs_pg:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("SCENARIOKIT_SECRET_KEY", "test-secret-key")
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def database_url(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> str:
+    """A fresh database URL: a SQLite file in tmp_path, or a PostgreSQL schema of its own."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/scenariokit.db"
+    return f"{PG_BASE_URL}?schema={unique_schema('t')}"
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[SqlStore]:
+    """A migrated, empty store on each database; a PostgreSQL schema is dropped afterwards."""
+    opened = await open_store(database_url, secret_key="test-secret-key")
+    assert isinstance(opened, SqlStore)
+    try:
+        yield opened
+    finally:
+        await opened.drop_schema()
+        await opened.close()
+
+
+@pytest.fixture
+async def services(store: SqlStore) -> Services:
+    """The application services over the store."""
+    return Services(store)

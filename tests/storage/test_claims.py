@@ -1,0 +1,84 @@
+"""Workers claim runs with leases: each run once, and a lost worker's run ends as worker_lost."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import attrs
+
+from scenariokit.domain.model import RunErrorKind, RunStatus
+from scenariokit.services import RunSettings, Services
+from scenariokit.storage import open_store
+
+
+async def _queue(services: Services, count: int) -> list[uuid.UUID]:
+    env = await services.environments.create({"name": "env", "data": {"url": "http://127.0.0.1:9"}})
+    scenario = await services.scenarios.create({"name": "s", "steps": [{"execCode": "pass"}]})
+    return [
+        (await services.runs.create({"scenarioId": str(scenario.id), "environmentId": str(env.id)})).id
+        for _ in range(count)
+    ]
+
+
+async def test_concurrent_claimers_take_each_run_exactly_once(services: Services, database_url: str) -> None:
+    queued = await _queue(services, 30)
+    # Three independent stores (connection pools), as three worker processes would have.
+    stores = [await open_store(database_url, secret_key="test-secret-key") for _ in range(3)]
+    claimed: list[uuid.UUID] = []
+
+    async def worker(name: str, svc: Services) -> None:
+        while (result := await svc.runs.claim(name)) is not None:
+            claimed.append(result[0].id)
+
+    try:
+        await asyncio.gather(*(worker(f"w{i}", Services(s)) for i, s in enumerate(stores)))
+    finally:
+        for s in stores:
+            await s.close()
+    assert sorted(claimed) == sorted(queued)
+
+
+async def test_claim_resolves_what_the_run_needs(services: Services) -> None:
+    env = await services.environments.create({"name": "env", "data": {"url": "http://x"}})
+    cred = await services.credentials.create({"name": "c", "username": "u", "secret": "pw"})
+    await services.snippets.create({"alias": "greet", "title": "Greet", "code": "return args[0]"})
+    scenario = await services.scenarios.create(
+        {
+            "name": "s",
+            "timeoutSeconds": 9,
+            "steps": [{"execCode": "a", "timeoutSeconds": 3}, {"execCode": "b"}],
+            "credentials": [{"credentialId": str(cred.id), "alias": "me"}],
+        }
+    )
+    run = await services.runs.create({"scenarioId": str(scenario.id), "environmentId": str(env.id)})
+    claimed = await services.runs.claim("w")
+    assert claimed is not None
+    claimed_run, job = claimed
+    assert claimed_run.id == run.id and claimed_run.started_at is not None
+    assert [s.timeout_seconds for s in job.steps] == [3, 30]
+    assert job.run_timeout == 9 and job.env_data == {"url": "http://x"}
+    assert [(c.alias, c.username, c.secret) for c in job.credentials] == [("me", "u", "pw")]
+    assert job.snippets == {"greet": "return args[0]"}
+
+
+async def test_a_run_whose_lease_expires_ends_as_worker_lost(services: Services) -> None:
+    (run_id,) = await _queue(services, 1)
+    services.context.settings = attrs.evolve(services.context.settings, lease_seconds=0.05)
+    assert await services.runs.claim("dead-worker") is not None
+    await asyncio.sleep(0.1)
+    assert await services.runs.reap_expired() == [run_id]
+    run = (await services.runs.get(run_id)).run
+    assert run.status is RunStatus.FAIL and run.error is not None
+    assert run.error.kind is RunErrorKind.WORKER_LOST and "dead-worker" in run.error.message
+    assert not await services.runs.renew_lease(run_id, "dead-worker")
+
+
+async def test_a_live_worker_keeps_its_lease(services: Services) -> None:
+    (run_id,) = await _queue(services, 1)
+    services.context.settings = RunSettings(lease_seconds=0.3)
+    assert await services.runs.claim("live") is not None
+    for _ in range(3):
+        await asyncio.sleep(0.15)
+        assert await services.runs.renew_lease(run_id, "live")
+    assert await services.runs.reap_expired() == []
