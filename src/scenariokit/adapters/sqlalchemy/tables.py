@@ -168,6 +168,7 @@ runs = sa.Table(
     sa.Index(None, "created_at", "id"),
     sa.Index(None, "scenario_name", "id"),
     sa.Index(None, "status", "created_at", "id"),
+    sa.Index(None, "status", "id"),
     sa.Index(None, "scenario_id", "created_at", "id"),
     sa.Index(None, "status", "lease_owner", "created_at"),
 )

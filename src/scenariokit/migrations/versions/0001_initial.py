@@ -139,6 +139,7 @@ def upgrade() -> None:
     op.create_index(
         op.f("ix_runs_status_created_at_id"), "runs", ["status", "created_at", "id"], unique=False
     )
+    op.create_index(op.f("ix_runs_status_id"), "runs", ["status", "id"], unique=False)
     op.create_index(
         op.f("ix_runs_status_lease_owner_created_at"),
         "runs",
@@ -209,6 +210,7 @@ def downgrade() -> None:
     op.drop_index(op.f("ix_scenario_credentials_credential_id"), table_name="scenario_credentials")
     op.drop_table("scenario_credentials")
     op.drop_index(op.f("ix_runs_status_lease_owner_created_at"), table_name="runs")
+    op.drop_index(op.f("ix_runs_status_id"), table_name="runs")
     op.drop_index(op.f("ix_runs_status_created_at_id"), table_name="runs")
     op.drop_index(op.f("ix_runs_scenario_name_id"), table_name="runs")
     op.drop_index(op.f("ix_runs_scenario_id_created_at_id"), table_name="runs")

@@ -1,0 +1,63 @@
+"""Developer sessions: tests, lint, typecheck, serve, bench, docs. Dependencies come from pyproject.toml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.reuse_existing_virtualenvs = True
+
+ROOT = Path(__file__).parent
+PLUGINS = sorted(str(path.parent) for path in ROOT.glob("plugins/*/pyproject.toml"))
+
+
+def _install_project(session: nox.Session, extras: str) -> None:
+    session.install("-e", f".[{extras}]")
+    for plugin in PLUGINS:
+        session.install("-e", plugin)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the whole test suite (SQLite and PostgreSQL, real Chromium, real HTTP)."""
+    _install_project(session, "test")
+    session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Check style and common bugs with ruff."""
+    session.install("ruff")
+    session.run("ruff", "check", "src", "tests", "bench", "plugins", "noxfile.py", *session.posargs)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """Check types with mypy."""
+    _install_project(session, "dev")
+    session.run("mypy", *session.posargs)
+
+
+@nox.session
+def serve(session: nox.Session) -> None:
+    """Start the service on 127.0.0.1:13000 with the embedded SQLite database (./scenariokit.db)."""
+    _install_project(session, "server")
+    session.run("scenariokit", "serve", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks under bench/, each printing ratios against a baseline measured in the same run."""
+    _install_project(session, "test")
+    scripts = session.posargs or sorted(str(path) for path in (ROOT / "bench").glob("*.py"))
+    for script in scripts:
+        session.run("python", script)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site with warnings as errors."""
+    _install_project(session, "dev")
+    session.run("mkdocs", "build", "--strict", *session.posargs)

@@ -1,0 +1,26 @@
+"""The alembic migrations build exactly the schema the adapter's tables describe."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from scenariokit.adapters.sqlalchemy import SqlStore
+from scenariokit.adapters.sqlalchemy.tables import metadata
+
+
+def _diff(connection: sa.Connection) -> list[object]:
+    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    return list(compare_metadata(context, metadata))
+
+
+async def test_migrated_schema_matches_the_tables(store: SqlStore) -> None:
+    assert await store.current_revision() == "0001"
+    async with store.engine.connect() as conn:
+        assert await conn.run_sync(_diff) == []
+
+
+async def test_upgrade_is_idempotent(store: SqlStore) -> None:
+    await store.upgrade()
+    assert await store.current_revision() == "0001"
