@@ -108,8 +108,8 @@ class SessionRepository(Repository[Session, SessionQuery]):
     """Saved browser sessions."""
 
     @abc.abstractmethod
-    async def close_open(self) -> int:
-        """Mark every open session closed (at start-up no live context survives); how many changed."""
+    async def close_open(self, before: datetime | None = None) -> int:
+        """Mark open sessions closed (those last updated before ``before``, or all); how many changed."""
 
 
 @attrs.frozen

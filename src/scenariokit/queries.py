@@ -18,6 +18,8 @@ from scenariokit.domain.model import RunStatus
 T = TypeVar("T")
 OrderDir = Literal["asc", "desc"]
 MAX_LIMIT = 200
+#: Keeps the row offset of any page within the 64-bit integers every database takes.
+MAX_PAGE = 1_000_000_000
 DEFAULT_LIMIT = 20
 
 
@@ -73,8 +75,8 @@ class ListQuery:
             )
         if self.order_dir not in ("asc", "desc"):
             raise InvalidQuery("invalid orderDir", {"orderDir": "must be one of: asc, desc"})
-        if isinstance(self.page, bool) or not isinstance(self.page, int) or self.page < 1:
-            raise InvalidQuery("invalid page", {"page": "must be a whole number of at least 1"})
+        if isinstance(self.page, bool) or not isinstance(self.page, int) or not 1 <= self.page <= MAX_PAGE:
+            raise InvalidQuery("invalid page", {"page": f"must be a whole number from 1 to {MAX_PAGE}"})
         if isinstance(self.limit, bool) or not isinstance(self.limit, int) or not 1 <= self.limit <= MAX_LIMIT:
             raise InvalidQuery("invalid limit", {"limit": f"must be a whole number from 1 to {MAX_LIMIT}"})
         if self.q is not None and len(self.q) > 200:
@@ -104,7 +106,7 @@ class ListQuery:
     def _kwargs(cls, params: Mapping[str, Any]) -> dict[str, Any]:
         q = params.get("q")
         return {
-            "page": _int_param(params, "page", 1, 1, None),
+            "page": _int_param(params, "page", 1, 1, MAX_PAGE),
             "limit": _int_param(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
             "order_by": params.get("orderBy") or None,
             "order_dir": params.get("orderDir") or None,
@@ -194,8 +196,8 @@ class LogQuery:
     q: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        if isinstance(self.page, bool) or not isinstance(self.page, int) or self.page < 1:
-            raise InvalidQuery("invalid page", {"page": "must be a whole number of at least 1"})
+        if isinstance(self.page, bool) or not isinstance(self.page, int) or not 1 <= self.page <= MAX_PAGE:
+            raise InvalidQuery("invalid page", {"page": f"must be a whole number from 1 to {MAX_PAGE}"})
         if isinstance(self.limit, bool) or not isinstance(self.limit, int) or not 1 <= self.limit <= 1000:
             raise InvalidQuery("invalid limit", {"limit": "must be a whole number from 1 to 1000"})
 
@@ -213,7 +215,7 @@ class LogQuery:
                 "unknown query parameter", {name: "unknown query parameter" for name in unknown}
             )
         return cls(
-            page=_int_param(params, "page", 1, 1, None),
+            page=_int_param(params, "page", 1, 1, MAX_PAGE),
             limit=_int_param(params, "limit", 100, 1, 1000),
             q=params.get("q") or None,
         )

@@ -279,10 +279,11 @@ class RunService(ServiceBase):
                 return None
             return await uow.sessions.get(run.session_id)
 
-    async def close_all_sessions(self) -> int:
-        """Mark every open session closed (no live context survives a restart)."""
+    async def close_stale_sessions(self) -> int:
+        """Mark closed the open sessions older than the keep-alive: no live context can hold them."""
+        before = utcnow() - timedelta(seconds=self.ctx.settings.session_keepalive_seconds)
         async with self.ctx.uow() as uow:
-            count = await uow.sessions.close_open()
+            count = await uow.sessions.close_open(before)
             await uow.commit()
         return count
 

@@ -265,11 +265,12 @@ class SessionRepository(_TableRepository[Session, SessionQuery], ports.SessionRe
             updated_at=row.updated_at,
         )
 
-    async def close_open(self) -> int:
+    async def close_open(self, before: datetime | None = None) -> int:
+        filters = [self.table.c.status == SessionStatus.OPEN.value]
+        if before is not None:
+            filters.append(self.table.c.updated_at < before)
         result = await self.conn.execute(
-            sa.update(self.table)
-            .where(self.table.c.status == SessionStatus.OPEN.value)
-            .values(status=SessionStatus.CLOSED.value)
+            sa.update(self.table).where(*filters).values(status=SessionStatus.CLOSED.value)
         )
         return int(result.rowcount or 0)
 

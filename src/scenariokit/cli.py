@@ -1,0 +1,292 @@
+"""The ``scenariokit`` command: serve, worker, db, export, import, run."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from scenariokit.domain.errors import ScenarioKitError, ValidationError
+
+DESCRIPTION = """\
+Store browser-automation test scenarios and run them in real Chromium.
+
+Every command reads the same SCENARIOKIT_* environment variables as the server
+(SCENARIOKIT_DATABASE_URL, SCENARIOKIT_SECRET_KEY, ...); flags win over them.
+The default database is the SQLite file ./scenariokit.db, created on first use.
+"""
+
+EXAMPLES = """\
+examples:
+  scenariokit serve                                  # http://127.0.0.1:13000, docs at /docs
+  scenariokit serve --host 0.0.0.0 --port 8080       # needs SCENARIOKIT_API_TOKENS (or --insecure)
+  scenariokit worker --database-url postgresql+asyncpg://user@db/scenariokit --workers 4
+  scenariokit db upgrade --database-url postgresql+asyncpg://user@db/scenariokit
+  scenariokit export --include-environment -o scenarios.yaml
+  scenariokit export --kind credential 0b8c...-uuid --include-secrets -o admin.yaml
+  scenariokit import scenarios.yaml
+  scenariokit run checkout.scenario.yaml --env staging.yaml --junit-xml report.xml
+"""
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Any:
+    from scenariokit.settings import Settings
+
+    return Settings.from_env(
+        database_url=getattr(args, "database_url", None),
+        workers=getattr(args, "workers", None),
+        **extra,
+    )
+
+
+def _add_database(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="sqlite:///path.db or postgresql+asyncpg://user@host/db (default: $SCENARIOKIT_DATABASE_URL "
+        "or sqlite:///scenariokit.db)",
+    )
+
+
+# --- serve and worker -------------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from scenariokit_server.app import run_server
+
+    settings = _settings(args, host=args.host, port=args.port, insecure=args.insecure or None)
+    run_server(settings)
+    return 0
+
+
+async def _work(settings: Any) -> None:
+    from scenariokit.bootstrap import open_services, running_scheduler
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    async with open_services(settings) as services:
+        async with running_scheduler(services, workers=settings.workers) as scheduler:
+            print(
+                f"scenariokit worker {scheduler.owner}: {settings.workers} worker process(es) on "
+                f"{settings.database_url}; Ctrl-C to stop",
+                flush=True,
+            )
+            await stop.wait()
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    settings = _settings(args, lease_seconds=args.lease_seconds)
+    asyncio.run(_work(settings))
+    return 0
+
+
+# --- db ---------------------------------------------------------------------------------------
+
+
+async def _db(args: argparse.Namespace) -> str | None:
+    from scenariokit.storage import open_store
+
+    settings = _settings(args)
+    store = await open_store(settings.database_url, secret_key=settings.secret_key, migrate=args.action == "upgrade")
+    try:
+        revision = getattr(store, "current_revision", None)
+        return await revision() if revision else None
+    finally:
+        await store.close()
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    revision = asyncio.run(_db(args))
+    verb = "upgraded to" if args.action == "upgrade" else "at"
+    print(f"database {verb} revision {revision or '(none: run `scenariokit db upgrade`)'}")
+    return 0
+
+
+# --- export and import ------------------------------------------------------------------------
+
+
+def _uuid_list(raw: Sequence[str]) -> list[uuid.UUID]:
+    values = [part.strip() for item in raw for part in item.split(",") if part.strip()]
+    try:
+        return [uuid.UUID(value) for value in values]
+    except ValueError as exc:
+        raise ValidationError(f"not a UUID: {exc}") from None
+
+
+async def _export(args: argparse.Namespace) -> str:
+    from scenariokit.bootstrap import open_services
+
+    async with open_services(_settings(args)) as services:
+        transfer = services.transfer
+        ids = _uuid_list(args.ids)
+        if args.kind == "scenario":
+            return await transfer.export_scenarios(
+                ids or None,
+                include_environment=args.include_environment,
+                credential_ids=_uuid_list(args.credential_ids),
+                include_secrets=args.include_secrets,
+            )
+        if len(ids) != 1:
+            raise ValidationError(f"exporting a {args.kind} takes exactly one id")
+        if args.kind == "environment":
+            return await transfer.export_environment(ids[0], include_secrets=args.include_secrets)
+        if args.kind == "credential":
+            return await transfer.export_credential(ids[0], include_secrets=args.include_secrets)
+        return await transfer.export_snippet(ids[0])
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    text = asyncio.run(_export(args))
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+async def _import(args: argparse.Namespace) -> dict[str, Any]:
+    from scenariokit.bootstrap import open_services
+
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    async with open_services(_settings(args)) as services:
+        report = await services.transfer.import_yaml(text, kind=args.kind)
+    return report.to_json()
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    report = asyncio.run(_import(args))
+    for verb in ("created", "updated"):
+        for kind, ids in sorted(report[verb].items()):
+            for ident in ids:
+                print(f"{verb} {kind} {ident}")
+    counts = report.get("counts", {})
+    print(f"{counts.get('created', 0)} created, {counts.get('updated', 0)} updated", file=sys.stderr)
+    return 0
+
+
+# --- the parser -------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``scenariokit`` command."""
+    parser = argparse.ArgumentParser(
+        prog="scenariokit",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more (DEBUG)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve",
+        help="start the REST/MCP service",
+        description="Start the service: REST under /api/v1, Swagger UI at /docs, MCP at /mcp, health at "
+        "/health. Runs are executed by worker processes started with it.",
+    )
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1; $SCENARIOKIT_HOST)")
+    serve.add_argument("--port", type=int, help="port (default 13000; $SCENARIOKIT_PORT)")
+    serve.add_argument("--workers", type=int, help="run worker processes (default: the number of cores)")
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow binding a non-loopback address without API tokens (anyone who reaches it can run code)",
+    )
+    _add_database(serve)
+    serve.set_defaults(handler=cmd_serve)
+
+    worker = commands.add_parser(
+        "worker",
+        help="execute queued runs without the HTTP server",
+        description="Claim queued runs from the database and execute them. Start several against one "
+        "PostgreSQL to spread runs over machines; a worker that dies has its runs finished as "
+        "worker_lost once their lease expires.",
+    )
+    worker.add_argument("--workers", type=int, help="worker processes (browsers) at once (default: cores)")
+    worker.add_argument("--lease-seconds", type=float, help="lease length (default 15; $SCENARIOKIT_LEASE_SECONDS)")
+    _add_database(worker)
+    worker.set_defaults(handler=cmd_worker)
+
+    db = commands.add_parser("db", help="database schema: upgrade or show the revision")
+    db.add_argument("action", choices=["upgrade", "current"], help="upgrade: apply migrations; current: show")
+    _add_database(db)
+    db.set_defaults(handler=cmd_db)
+
+    export = commands.add_parser(
+        "export",
+        help="write scenarios (or one environment, credential or snippet) as YAML",
+        description="Write a YAML stream. With no ids every scenario is exported.",
+    )
+    export.add_argument("ids", nargs="*", help="ids to export (repeat or comma-separate)")
+    export.add_argument(
+        "--kind", choices=["scenario", "environment", "credential", "snippet"], default="scenario"
+    )
+    export.add_argument("--include-environment", action="store_true", help="add the scenarios' environments")
+    export.add_argument(
+        "--credential-ids", action="append", default=[], metavar="ID[,ID]", help="credentials to include"
+    )
+    export.add_argument("--include-secrets", action="store_true", help="write credential secrets in clear text")
+    export.add_argument("-o", "--output", metavar="FILE", help="file to write (default: standard output)")
+    _add_database(export)
+    export.set_defaults(handler=cmd_export)
+
+    importer = commands.add_parser(
+        "import",
+        help="read a YAML stream into the database (one transaction)",
+        description="Upsert by id: environments and credentials first, then scenarios and their links. "
+        "Any error changes nothing.",
+    )
+    importer.add_argument("file", help="YAML file, or - for standard input")
+    importer.add_argument(
+        "--kind",
+        choices=["scenario", "environment", "credential", "snippet"],
+        default="scenario",
+        help="kind of documents without a kind field (default scenario)",
+    )
+    _add_database(importer)
+    importer.set_defaults(handler=cmd_import)
+
+    _add_run_command(commands)
+    return parser
+
+
+def _add_run_command(commands: Any) -> None:
+    try:
+        from scenariokit.cli_run import add_run_command
+    except ImportError:
+        return
+    add_run_command(commands)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``scenariokit`` command."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+    except ValidationError as exc:
+        print(f"scenariokit: {exc}", file=sys.stderr)
+        return 2
+    except (ScenarioKitError, ValueError, OSError) as exc:
+        print(f"scenariokit: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
