@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import uuid
@@ -91,6 +92,22 @@ class RunService(ServiceBase):
             session = await uow.sessions.get(run.session_id) if run.session_id else None
             page = await uow.runs.list_logs(run_id, logs or LogQuery())
         return RunDetail(run=run, environment=environment, session=session, logs=page)
+
+    async def wait(
+        self, run_id: uuid.UUID, timeout: float, *, logs: LogQuery | None = None, poll_seconds: float = 0.2
+    ) -> RunDetail:
+        """The run once it has finished, or as it is when ``timeout`` seconds have passed.
+
+        It reads the store, so it sees runs executed by any process (the server, ``scenariokit worker``).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        while True:
+            detail = await self.get(run_id, logs)
+            left = deadline - loop.time()
+            if detail.run.finished or left <= 0:
+                return detail
+            await asyncio.sleep(min(poll_seconds, left))
 
     async def cancel(self, run_id: uuid.UUID) -> Run:
         """Stop a run in progress; it ends ``fail`` with ``error.kind`` ``cancelled``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from pathlib import Path
@@ -95,14 +96,24 @@ def _make_engine(async_url: str, schema: str | None) -> AsyncEngine:
 class SqlUnitOfWork(ports.UnitOfWork):
     """A transaction on one pooled connection, with every repository bound to it."""
 
-    def __init__(self, engine: AsyncEngine, box: SecretBox, *, readonly: bool) -> None:
+    def __init__(
+        self, engine: AsyncEngine, box: SecretBox, *, readonly: bool, serial: asyncio.Lock | None = None
+    ) -> None:
         self._engine = engine
         self._box = box
         self._readonly = readonly
+        self._serial = serial
         self._conn: AsyncConnection | None = None
 
     async def __aenter__(self) -> Self:
-        conn = await self._engine.connect()
+        if self._serial is not None:
+            await self._serial.acquire()
+        try:
+            conn = await self._engine.connect()
+        except BaseException:
+            if self._serial is not None:
+                self._serial.release()
+            raise
         if conn.dialect.name == "sqlite" and not self._readonly:
             conn = await conn.execution_options(sqlite_begin="IMMEDIATE")
         await conn.begin()
@@ -129,6 +140,8 @@ class SqlUnitOfWork(ports.UnitOfWork):
                 await conn.rollback()
         finally:
             await conn.close()
+            if self._serial is not None:
+                self._serial.release()
 
     async def commit(self) -> None:
         if self._conn is None:
@@ -162,9 +175,12 @@ class SqlStore(ports.Store):
             path.parent.mkdir(parents=True, exist_ok=True)
         self.engine = _make_engine(async_url, self.schema)
         self.box = SecretBox(secret_key)
+        # An in-memory SQLite database lives on one shared connection: its units of work take turns.
+        in_memory = self.dialect == "sqlite" and path is None
+        self._serial = asyncio.Lock() if in_memory else None
 
     def unit_of_work(self, *, readonly: bool = False) -> SqlUnitOfWork:
-        return SqlUnitOfWork(self.engine, self.box, readonly=readonly)
+        return SqlUnitOfWork(self.engine, self.box, readonly=readonly, serial=self._serial)
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:

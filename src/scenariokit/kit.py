@@ -1,0 +1,132 @@
+"""The embedding API: open a store, manage scenarios, run them in real Chromium, read the results.
+
+    import asyncio
+    import scenariokit
+
+    async def main() -> None:
+        async with scenariokit.open_kit("sqlite:///checks.db") as kit:
+            env = await kit.environments.create({"name": "local", "data": {"url": "http://127.0.0.1:8000"}})
+            scenario = await kit.scenarios.create({"name": "home", "steps": [
+                {"execCode": "await page.goto(helpers.getEnvUrl())"},
+            ]})
+            result = await kit.run(scenario.id, environment_id=env.id)
+            print(result.run.status, [line.message for line in result.logs.items])
+
+    asyncio.run(main())
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Literal
+
+import pluggy
+
+from scenariokit.domain.errors import ScenarioKitError
+from scenariokit.queries import LogQuery
+from scenariokit.runner.scheduler import Scheduler
+from scenariokit.services import RunSettings, Services
+from scenariokit.storage import open_store
+from scenariokit.views import RunDetail
+
+#: Runs of the embedding API wait at most this long unless told otherwise.
+DEFAULT_RUN_TIMEOUT = 3600.0
+
+
+class Kit:
+    """A store and its services, with a local scheduler started on the first :meth:`run`.
+
+    The resource services are attributes: ``kit.scenarios``, ``kit.environments``, ``kit.credentials``,
+    ``kit.snippets``, ``kit.sessions``, ``kit.runs`` and ``kit.transfer`` (YAML).
+    """
+
+    def __init__(self, services: Services, *, workers: int = 1) -> None:
+        self.services = services
+        self.workers = workers
+        self.scenarios = services.scenarios
+        self.environments = services.environments
+        self.credentials = services.credentials
+        self.snippets = services.snippets
+        self.sessions = services.sessions
+        self.runs = services.runs
+        self.transfer = services.transfer
+        self._scheduler: Scheduler | None = None
+
+    async def start_runner(self) -> Scheduler:
+        """Start the local scheduler and its worker processes (done by the first :meth:`run`)."""
+        if self._scheduler is None:
+            scheduler = Scheduler(self.services, workers=self.workers, poll_seconds=0.2)
+            await scheduler.start()
+            self._scheduler = scheduler
+        return self._scheduler
+
+    async def run(
+        self,
+        scenario_id: uuid.UUID,
+        *,
+        environment_id: uuid.UUID,
+        save_session: bool = False,
+        session_id: uuid.UUID | None = None,
+        timeout: float = DEFAULT_RUN_TIMEOUT,
+        log_limit: int = 1000,
+    ) -> RunDetail:
+        """Run a scenario in a fresh browser and return the finished run with its log."""
+        await self.start_runner()
+        run = await self.runs.create(
+            {
+                "scenarioId": str(scenario_id),
+                "environmentId": str(environment_id),
+                "saveSession": save_session,
+                **({"sessionId": str(session_id)} if session_id else {}),
+            }
+        )
+        return await self.runs.wait(run.id, timeout, logs=LogQuery(limit=log_limit))
+
+    async def logs(self, run_id: uuid.UUID, q: str | None = None, *, page: int = 1, limit: int = 100) -> RunDetail:
+        """A run with one page of its log, filtered by a case-insensitive substring."""
+        return await self.runs.get(run_id, LogQuery(page=page, limit=limit, q=q))
+
+    async def close(self) -> None:
+        """Stop the local scheduler (if started) and close the store."""
+        if self._scheduler is not None:
+            await self._scheduler.close()
+            self._scheduler = None
+        await self.services.store.close()
+
+
+@contextlib.asynccontextmanager
+async def open_kit(
+    url: str | None = None,
+    *,
+    secret_key: str | None = None,
+    workers: int = 1,
+    artifacts_dir: str | os.PathLike[str] | None = None,
+    trace: Literal["off", "on-failure", "always"] = "off",
+    plugins: pluggy.PluginManager | None = None,
+) -> AsyncIterator[Kit]:
+    """Open the store at ``url`` (default ``$SCENARIOKIT_DATABASE_URL`` or ``./scenariokit.db``), migrated.
+
+    ``workers`` is how many runs may execute at once (one browser each); ``artifacts_dir`` where
+    screenshots and traces go (default: ``artifacts/`` beside a SQLite file, else ``./artifacts``).
+    """
+    if workers < 1:
+        raise ScenarioKitError("workers must be at least 1")
+    store = await open_store(url, secret_key=secret_key, plugin_manager=plugins)
+    folder = Path(artifacts_dir) if artifacts_dir is not None else _default_artifacts(store.url)
+    services = Services(store, plugins=plugins, settings=RunSettings(artifacts_dir=folder, trace=trace))
+    kit = Kit(services, workers=workers)
+    try:
+        yield kit
+    finally:
+        await kit.close()
+
+
+def _default_artifacts(url: str) -> Path:
+    from scenariokit.adapters.sqlalchemy import sqlite_path
+
+    path = sqlite_path(url)
+    return path.parent / "artifacts" if path is not None else Path("artifacts")
