@@ -97,7 +97,9 @@ async def _db(args: argparse.Namespace) -> str | None:
     from scenariokit.storage import open_store
 
     settings = _settings(args)
-    store = await open_store(settings.database_url, secret_key=settings.secret_key, migrate=args.action == "upgrade")
+    store = await open_store(
+        settings.database_url, secret_key=settings.secret_key, migrate=args.action == "upgrade"
+    )
     try:
         revision = getattr(store, "current_revision", None)
         return await revision() if revision else None
@@ -155,17 +157,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _import(args: argparse.Namespace) -> dict[str, Any]:
+async def _import(args: argparse.Namespace, text: str) -> dict[str, Any]:
     from scenariokit.bootstrap import open_services
 
-    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
     async with open_services(_settings(args)) as services:
         report = await services.transfer.import_yaml(text, kind=args.kind)
     return report.to_json()
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    report = asyncio.run(_import(args))
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    report = asyncio.run(_import(args, text))
     for verb in ("created", "updated"):
         for kind, ids in sorted(report[verb].items()):
             for ident in ids:
@@ -214,7 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
         "worker_lost once their lease expires.",
     )
     worker.add_argument("--workers", type=int, help="worker processes (browsers) at once (default: cores)")
-    worker.add_argument("--lease-seconds", type=float, help="lease length (default 15; $SCENARIOKIT_LEASE_SECONDS)")
+    worker.add_argument(
+        "--lease-seconds", type=float, help="lease length (default 15; $SCENARIOKIT_LEASE_SECONDS)"
+    )
     _add_database(worker)
     worker.set_defaults(handler=cmd_worker)
 
@@ -236,7 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--credential-ids", action="append", default=[], metavar="ID[,ID]", help="credentials to include"
     )
-    export.add_argument("--include-secrets", action="store_true", help="write credential secrets in clear text")
+    export.add_argument(
+        "--include-secrets", action="store_true", help="write credential secrets in clear text"
+    )
     export.add_argument("-o", "--output", metavar="FILE", help="file to write (default: standard output)")
     _add_database(export)
     export.set_defaults(handler=cmd_export)

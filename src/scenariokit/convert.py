@@ -20,10 +20,10 @@ import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from scenariokit import inputs
 from scenariokit.domain import model
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.model import FieldError, camel
-from scenariokit import inputs
 
 T = TypeVar("T")
 
@@ -92,7 +92,7 @@ def _strict(kind: type) -> Any:
             return value
         if kind is int and isinstance(value, float) and value.is_integer():
             return int(value)
-        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             raise ValueError(f"must be {_KIND_NAMES[kind]}")
         return value
 
@@ -139,7 +139,7 @@ def make_converter() -> cattrs.Converter:
         converter.register_structure_hook(kind, _strict(kind))
     converter.register_structure_hook_func(lambda t: t == dict[str, Any], _structure_dict)
     converter.register_unstructure_hook(enum.Enum, lambda value: value.value)
-    # Registered per class: the str hook above would otherwise win for StrEnums (str precedes Enum in their MRO).
+    # Per class: the str hook above would otherwise win for StrEnums (str precedes Enum in the MRO).
     for enum_type in (model.RunStatus, model.StepStatus, model.RunErrorKind, model.SessionStatus):
         converter.register_structure_hook(enum_type, _structure_enum)
     for cls in _INPUT_CLASSES + _MODEL_CLASSES:

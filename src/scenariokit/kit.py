@@ -1,18 +1,18 @@
 """The embedding API: open a store, manage scenarios, run them in real Chromium, read the results.
 
-    import asyncio
-    import scenariokit
+import asyncio
+import scenariokit
 
-    async def main() -> None:
-        async with scenariokit.open_kit("sqlite:///checks.db") as kit:
-            env = await kit.environments.create({"name": "local", "data": {"url": "http://127.0.0.1:8000"}})
-            scenario = await kit.scenarios.create({"name": "home", "steps": [
-                {"execCode": "await page.goto(helpers.getEnvUrl())"},
-            ]})
-            result = await kit.run(scenario.id, environment_id=env.id)
-            print(result.run.status, [line.message for line in result.logs.items])
+async def main() -> None:
+    async with scenariokit.open_kit("sqlite:///checks.db") as kit:
+        env = await kit.environments.create({"name": "local", "data": {"url": "http://127.0.0.1:8000"}})
+        scenario = await kit.scenarios.create({"name": "home", "steps": [
+            {"execCode": "await page.goto(helpers.getEnvUrl())"},
+        ]})
+        result = await kit.run(scenario.id, environment_id=env.id)
+        print(result.run.status, [line.message for line in result.logs.items])
 
-    asyncio.run(main())
+asyncio.run(main())
 """
 
 from __future__ import annotations
@@ -86,7 +86,9 @@ class Kit:
         )
         return await self.runs.wait(run.id, timeout, logs=LogQuery(limit=log_limit))
 
-    async def logs(self, run_id: uuid.UUID, q: str | None = None, *, page: int = 1, limit: int = 100) -> RunDetail:
+    async def logs(
+        self, run_id: uuid.UUID, q: str | None = None, *, page: int = 1, limit: int = 100
+    ) -> RunDetail:
         """A run with one page of its log, filtered by a case-insensitive substring."""
         return await self.runs.get(run_id, LogQuery(page=page, limit=limit, q=q))
 

@@ -77,7 +77,11 @@ class ListQuery:
             raise InvalidQuery("invalid orderDir", {"orderDir": "must be one of: asc, desc"})
         if isinstance(self.page, bool) or not isinstance(self.page, int) or not 1 <= self.page <= MAX_PAGE:
             raise InvalidQuery("invalid page", {"page": f"must be a whole number from 1 to {MAX_PAGE}"})
-        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or not 1 <= self.limit <= MAX_LIMIT:
+        if (
+            isinstance(self.limit, bool)
+            or not isinstance(self.limit, int)
+            or not 1 <= self.limit <= MAX_LIMIT
+        ):
             raise InvalidQuery("invalid limit", {"limit": f"must be a whole number from 1 to {MAX_LIMIT}"})
         if self.q is not None and len(self.q) > 200:
             raise InvalidQuery("invalid q", {"q": "must be at most 200 characters"})

@@ -110,4 +110,9 @@ def run_detail_json(conv: cattrs.Converter, detail: RunDetail) -> JSON:
 
 def page_json(page: Page[T], item: Callable[[T], JSON]) -> JSON:
     """The paged list envelope: ``items``, ``total``, ``page``, ``limit``."""
-    return {"items": [item(x) for x in page.items], "total": page.total, "page": page.page, "limit": page.limit}
+    return {
+        "items": [item(x) for x in page.items],
+        "total": page.total,
+        "page": page.page,
+        "limit": page.limit,
+    }

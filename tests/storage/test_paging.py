@@ -40,7 +40,9 @@ def _time(i: int) -> datetime:
 
 async def _seed(store: SqlStore) -> dict[str, list[uuid.UUID]]:
     env = Environment(name="env")
-    ids: dict[str, list[uuid.UUID]] = {k: [] for k in ("scenarios", "environments", "credentials", "snippets", "sessions", "runs")}
+    ids: dict[str, list[uuid.UUID]] = {
+        k: [] for k in ("scenarios", "environments", "credentials", "snippets", "sessions", "runs")
+    }
     async with store.unit_of_work() as uow:
         await uow.environments.add(env)
         ids["environments"].append(env.id)
@@ -60,7 +62,9 @@ async def _seed(store: SqlStore) -> dict[str, list[uuid.UUID]]:
             snippet = Snippet(alias=f"a{i}", title=name, created_at=_time(i), updated_at=_time(i))
             await uow.snippets.add(snippet)
             ids["snippets"].append(snippet.id)
-            session = Session(name=name, status=SessionStatus.OPEN if i % 2 else SessionStatus.CLOSED, created_at=_time(i))
+            session = Session(
+                name=name, status=SessionStatus.OPEN if i % 2 else SessionStatus.CLOSED, created_at=_time(i)
+            )
             await uow.sessions.add(session)
             ids["sessions"].append(session.id)
         for i in range(COUNT):

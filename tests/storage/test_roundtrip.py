@@ -45,9 +45,9 @@ json_values = st.recursive(
 )
 env_data = st.dictionaries(text, json_values, max_size=4)
 
-steps = st.lists(
-    st.builds(Step, exec_code=text, title=maybe_text, timeout_seconds=timeouts), max_size=4
-).map(lambda items: tuple(attrs.evolve(s, order=i) for i, s in enumerate(items, start=1)))
+steps = st.lists(st.builds(Step, exec_code=text, title=maybe_text, timeout_seconds=timeouts), max_size=4).map(
+    lambda items: tuple(attrs.evolve(s, order=i) for i, s in enumerate(items, start=1))
+)
 environments = st.builds(
     Environment, name=names, description=maybe_text, data=env_data, created_at=times, updated_at=times
 )
@@ -68,13 +68,16 @@ sessions = st.builds(
     name=names,
     status=st.sampled_from(SessionStatus),
     token=st.none() | text.filter(bool),
-    storage_state=st.none() | st.fixed_dictionaries({"cookies": st.lists(st.dictionaries(text, text, max_size=2), max_size=2)}),
+    storage_state=st.none()
+    | st.fixed_dictionaries({"cookies": st.lists(st.dictionaries(text, text, max_size=2), max_size=2)}),
     run_id=st.none() | st.uuids(),
     created_at=times,
     updated_at=times,
 )
 
-SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def json_roundtrip(value: object) -> object:
@@ -83,14 +86,25 @@ def json_roundtrip(value: object) -> object:
     return conv.structure(conv.unstructure(value), type(value))
 
 
-@pytest.mark.parametrize("model", [environments, credentials, snippets, sessions], ids=["environment", "credential", "snippet", "session"])
+@pytest.mark.parametrize(
+    "model",
+    [environments, credentials, snippets, sessions],
+    ids=["environment", "credential", "snippet", "session"],
+)
 @SETTINGS
 @given(data=st.data())
-async def test_simple_models_survive_convert_store_load_convert(store: SqlStore, model: st.SearchStrategy, data: st.DataObject) -> None:
+async def test_simple_models_survive_convert_store_load_convert(
+    store: SqlStore, model: st.SearchStrategy, data: st.DataObject
+) -> None:
     item = json_roundtrip(data.draw(model))
     if isinstance(item, Snippet):  # examples share one store; aliases are unique in it
         item = attrs.evolve(item, alias=f"{item.alias[:50]}-{uuid.uuid4().hex[:8]}")
-    repo_name = {Environment: "environments", Credential: "credentials", Snippet: "snippets", Session: "sessions"}[type(item)]
+    repo_name = {
+        Environment: "environments",
+        Credential: "credentials",
+        Snippet: "snippets",
+        Session: "sessions",
+    }[type(item)]
     async with store.unit_of_work() as uow:
         await getattr(uow, repo_name).add(item)
         await uow.commit()
@@ -131,12 +145,21 @@ async def test_scenarios_and_runs_survive_convert_store_load_convert(
         environment_id=env.id,
         timeout_seconds=timeout,
         steps=scenario_steps,
-        credentials=tuple(CredentialLink(credential_id=c.id, alias=a) for c, a in zip(creds, link_aliases, strict=True)),
+        credentials=tuple(
+            CredentialLink(credential_id=c.id, alias=a) for c, a in zip(creds, link_aliases, strict=True)
+        ),
         created_at=created,
         updated_at=created,
     )
     results = tuple(
-        StepResult(step_id=s.id, order=s.order, title=s.title, status=StepStatus.PASS, started_at=created, duration_ms=5)
+        StepResult(
+            step_id=s.id,
+            order=s.order,
+            title=s.title,
+            status=StepStatus.PASS,
+            started_at=created,
+            duration_ms=5,
+        )
         for s in scenario_steps
     )
     run = Run(
@@ -144,7 +167,9 @@ async def test_scenarios_and_runs_survive_convert_store_load_convert(
         environment_id=env.id,
         scenario_name=scenario.name,
         status=status,
-        error=RunError(kind=RunErrorKind.TIMEOUT, message="slow", step_id=uuid.uuid4()) if with_error else None,
+        error=RunError(kind=RunErrorKind.TIMEOUT, message="slow", step_id=uuid.uuid4())
+        if with_error
+        else None,
         step_results=results,
         artifacts=("step-1.png",) if with_error else (),
         created_at=created,

@@ -31,14 +31,27 @@ async def test_steps_are_numbered_inserted_moved_and_reordered(services: Service
     first, second = await services.scenarios.list_steps(scenario_id)
     inserted = await services.scenarios.add_step(scenario_id, {"execCode": "zero", "order": 1})
     assert inserted.order == 1
-    assert [s.exec_code for s in await services.scenarios.list_steps(scenario_id)] == ["zero", "first", "second"]
+    assert [s.exec_code for s in await services.scenarios.list_steps(scenario_id)] == [
+        "zero",
+        "first",
+        "second",
+    ]
     moved = await services.scenarios.update_step(scenario_id, inserted.id, {"order": 3})
     assert moved.order == 3 and moved.exec_code == "zero"
-    assert [s.exec_code for s in await services.scenarios.list_steps(scenario_id)] == ["first", "second", "zero"]
-    steps = await services.scenarios.reorder_steps(scenario_id, {"stepIds": [str(second.id), str(inserted.id), str(first.id)]})
+    assert [s.exec_code for s in await services.scenarios.list_steps(scenario_id)] == [
+        "first",
+        "second",
+        "zero",
+    ]
+    steps = await services.scenarios.reorder_steps(
+        scenario_id, {"stepIds": [str(second.id), str(inserted.id), str(first.id)]}
+    )
     assert [(s.order, s.exec_code) for s in steps] == [(1, "second"), (2, "zero"), (3, "first")]
     await services.scenarios.delete_step(scenario_id, inserted.id)
-    assert [(s.order, s.exec_code) for s in await services.scenarios.list_steps(scenario_id)] == [(1, "second"), (2, "first")]
+    assert [(s.order, s.exec_code) for s in await services.scenarios.list_steps(scenario_id)] == [
+        (1, "second"),
+        (2, "first"),
+    ]
 
 
 async def test_reorder_must_name_every_step_once(services: Services) -> None:
@@ -54,7 +67,9 @@ async def test_patch_keeps_fields_not_named_and_put_replaces(services: Services)
     patched = await services.scenarios.update(scenario_id, {"description": "now documented"})
     assert patched.timeout_seconds == 120 and patched.environment_id == env_id and len(patched.steps) == 2
     replaced = await services.scenarios.replace(scenario_id, {"name": "checkout v2"})
-    assert replaced.timeout_seconds is None and replaced.environment_id is None and replaced.description is None
+    assert (
+        replaced.timeout_seconds is None and replaced.environment_id is None and replaced.description is None
+    )
     assert len(replaced.steps) == 2, "PUT without steps keeps the steps"
 
 
@@ -80,10 +95,16 @@ async def test_links_are_unique_by_alias_and_credential(services: Services) -> N
     scenario_id, _, cred_id = await _fixture(services)
     other = await services.credentials.create({"name": "other"})
     with pytest.raises(Conflict):
-        await services.scenarios.link_credential(scenario_id, {"credentialId": str(other.id), "alias": "admin"})
+        await services.scenarios.link_credential(
+            scenario_id, {"credentialId": str(other.id), "alias": "admin"}
+        )
     with pytest.raises(Conflict):
-        await services.scenarios.link_credential(scenario_id, {"credentialId": str(cred_id), "alias": "again"})
-    link = await services.scenarios.link_credential(scenario_id, {"credentialId": str(other.id), "alias": "guest"})
+        await services.scenarios.link_credential(
+            scenario_id, {"credentialId": str(cred_id), "alias": "again"}
+        )
+    link = await services.scenarios.link_credential(
+        scenario_id, {"credentialId": str(other.id), "alias": "guest"}
+    )
     assert [x.alias for x in await services.scenarios.list_links(scenario_id)] == ["admin", "guest"]
     await services.scenarios.unlink_credential(scenario_id, link.credential_id)
     with pytest.raises(NotFound):
@@ -142,7 +163,9 @@ async def test_run_creation_needs_an_environment_and_existing_records(services: 
     with pytest.raises(ValidationError) as refused:
         await services.runs.create({"scenarioId": str(uuid.uuid4()), "environmentId": str(env_id)})
     assert "scenarioId" in refused.value.errors
-    run = await services.runs.create({"scenario": str(scenario_id), "environmentId": str(env_id), "saveSession": True})
+    run = await services.runs.create(
+        {"scenario": str(scenario_id), "environmentId": str(env_id), "saveSession": True}
+    )
     assert run.status is RunStatus.IN_PROGRESS and run.save_session and run.scenario_name == "checkout"
 
 
@@ -157,7 +180,11 @@ async def test_cancelling_a_queued_run_finishes_it(services: Services) -> None:
     scenario_id, env_id, _ = await _fixture(services)
     run = await services.runs.create({"scenarioId": str(scenario_id), "environmentId": str(env_id)})
     cancelled = await services.runs.cancel(run.id)
-    assert cancelled.status is RunStatus.FAIL and cancelled.error and cancelled.error.kind is RunErrorKind.CANCELLED
+    assert (
+        cancelled.status is RunStatus.FAIL
+        and cancelled.error
+        and cancelled.error.kind is RunErrorKind.CANCELLED
+    )
     assert [r.status.value for r in cancelled.step_results] == ["skipped", "skipped"]
     with pytest.raises(Conflict):
         await services.runs.cancel(run.id)

@@ -278,7 +278,8 @@ class Session:
         return mask_token(self.token)
 
     def __repr__(self) -> str:
-        return f"Session(id={self.id!s}, name={self.name!r}, status={self.status.value}, token={self.masked_token!r})"
+        token = self.masked_token
+        return f"Session(id={self.id!s}, name={self.name!r}, status={self.status.value}, token={token!r})"
 
 
 @attrs.frozen

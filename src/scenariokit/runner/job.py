@@ -134,3 +134,15 @@ class RunFinished:
 
 
 RunEvent = LogEvent | StepStarted | StepFinished | ArtifactSaved | SessionSaved | RunFinished
+
+
+@attrs.frozen
+class SessionReleased:
+    """A held session's browser was closed: released on request, kept alive too long, or its worker stopped.
+
+    Not a :data:`RunEvent`: it arrives after its run has finished, through the pool's
+    ``on_session_released`` callback.
+    """
+
+    run_id: uuid.UUID
+    reason: str = "released"

@@ -6,6 +6,7 @@ Entry points stay thin: they parse, call a method here, and shape the result wit
 
 from __future__ import annotations
 
+import cattrs
 import pluggy
 
 from scenariokit.ports import Store
@@ -14,6 +15,7 @@ from .base import Context, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
 from .runs import RunService
 from .scenarios import ScenarioService
+from .transfer import ImportReport, TransferService
 
 
 class Services:
@@ -43,6 +45,7 @@ class Services:
         self.snippets = SnippetService(self.context)
         self.sessions = SessionService(self.context)
         self.runs = RunService(self.context)
+        self.transfer = TransferService(self.context)
 
     @property
     def store(self) -> Store:
@@ -50,7 +53,7 @@ class Services:
         return self.context.store
 
     @property
-    def converter(self):  # type: ignore[no-untyped-def]
+    def converter(self) -> cattrs.Converter:
         """The JSON converter of this application."""
         return self.context.converter
 
@@ -59,4 +62,12 @@ class Services:
         self.context.control = control
 
 
-__all__ = ["Context", "NoRunControl", "RunControl", "RunSettings", "Services"]
+__all__ = [
+    "Context",
+    "ImportReport",
+    "NoRunControl",
+    "RunControl",
+    "RunSettings",
+    "Services",
+    "TransferService",
+]

@@ -36,8 +36,10 @@ class _Crud(ServiceBase, Generic[T, I, Q]):
         """The record a command describes (``old`` is the stored one on update)."""
         fields = attrs.asdict(command, recurse=False)  # type: ignore[arg-type]
         if old is None:
-            return self.record_type(**fields)
-        return attrs.evolve(old, **fields, updated_at=max(utcnow(), old.updated_at))  # type: ignore[misc]
+            record: T = self.record_type(**fields)
+            return record
+        updated_at = max(utcnow(), getattr(old, "updated_at"))  # noqa: B009 - T is any record type
+        return attrs.evolve(old, **fields, updated_at=updated_at)  # type: ignore[misc]
 
     record_type: ClassVar[type]
 

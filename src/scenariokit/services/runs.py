@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import re
 import uuid
@@ -122,7 +123,9 @@ class RunService(ServiceBase):
             run = require(await uow.runs.get(run_id), "run", run_id)
             if run.started_at is None and not run.finished:
                 # Nobody executes it yet: it is finished here, so no worker ever starts it.
-                run = await self._finish_unstarted(uow, run, RunErrorKind.CANCELLED, "cancelled before it started")
+                run = await self._finish_unstarted(
+                    uow, run, RunErrorKind.CANCELLED, "cancelled before it started"
+                )
         return run
 
     async def artifact(self, run_id: uuid.UUID, name: str) -> Path:
@@ -159,7 +162,10 @@ class RunService(ServiceBase):
                 what = "scenario" if scenario is None else "environment"
                 await self._finish_unstarted(uow, run, RunErrorKind.ERROR, f"the run's {what} was deleted")
                 return None
-            credentials = {c.id: c for c in await uow.credentials.get_many([x.credential_id for x in scenario.credentials])}
+            credentials = {
+                c.id: c
+                for c in await uow.credentials.get_many([x.credential_id for x in scenario.credentials])
+            }
             snippets = {s.alias: s.code for s in await uow.snippets.all()}
             state = None
             if run.source_session_id is not None:
@@ -171,7 +177,11 @@ class RunService(ServiceBase):
             scenario_name=scenario.name,
             steps=tuple(
                 StepJob(
-                    id=s.id, order=s.order, title=s.title, exec_code=s.exec_code, timeout_seconds=s.effective_timeout
+                    id=s.id,
+                    order=s.order,
+                    title=s.title,
+                    exec_code=s.exec_code,
+                    timeout_seconds=s.effective_timeout,
                 )
                 for s in scenario.steps
             ),
@@ -219,7 +229,7 @@ class RunService(ServiceBase):
             run = await uow.runs.get(run_id)
             if run is None or run.finished:
                 return
-            results = tuple(r for r in run.step_results if r.step_id != result.step_id) + (result,)
+            results = (*(r for r in run.step_results if r.step_id != result.step_id), result)
             await uow.runs.update(attrs.evolve(run, step_results=results))
             await uow.commit()
 
@@ -264,7 +274,7 @@ class RunService(ServiceBase):
             self._notify("scenariokit_run_finished", run, scenario)
         return run
 
-    async def reap_expired(self) -> list[uuid.UUID]:
+    async def reap_expired(self) -> builtins.list[uuid.UUID]:
         """Finish as ``worker_lost`` every run whose worker stopped renewing its lease."""
         reaped = []
         async with self.ctx.uow() as uow:
@@ -272,7 +282,9 @@ class RunService(ServiceBase):
                 run = await uow.runs.get(lease.run_id)
                 if run is None or run.finished:
                     continue
-                message = f"the worker {lease.owner} stopped renewing its lease (it died or lost the database)"
+                message = (
+                    f"the worker {lease.owner} stopped renewing its lease (it died or lost the database)"
+                )
                 await self._finish_unstarted(uow, run, RunErrorKind.WORKER_LOST, message, commit=False)
                 await uow.runs.append_logs([RunLogEntry(run_id=run.id, level="error", message=message)])
                 reaped.append(run.id)

@@ -23,7 +23,8 @@ _STEP_FIELDS = ("execCode", "title", "order", "timeoutSeconds")
 def build_steps(inputs: Sequence[StepInput], *, keep_ids: bool = True) -> tuple[Step, ...]:
     """Steps from inputs, numbered 1..n: by their ``order`` where given, else in the order listed."""
     indexed = sorted(
-        enumerate(inputs), key=lambda pair: (pair[1].order if pair[1].order is not None else pair[0] + 1, pair[0])
+        enumerate(inputs),
+        key=lambda pair: (pair[1].order if pair[1].order is not None else pair[0] + 1, pair[0]),
     )
     steps = []
     for position, (_, item) in enumerate(indexed, start=1):
@@ -89,11 +90,13 @@ class ScenarioService(ServiceBase):
                 fields["steps"] = build_steps(data.steps)
             if data.credentials is not None:
                 fields["credentials"] = tuple(
-                    CredentialLink(credential_id=link.credential_id, alias=link.alias) for link in data.credentials
+                    CredentialLink(credential_id=link.credential_id, alias=link.alias)
+                    for link in data.credentials
                 )
             return attrs.evolve(base, **fields) if base else Scenario(**fields)
         except ValueError as exc:
-            raise ValidationError("invalid scenario", {getattr(exc, "field", "$"): getattr(exc, "message", str(exc))})
+            field, message = getattr(exc, "field", "$"), getattr(exc, "message", str(exc))
+            raise ValidationError("invalid scenario", {field: message}) from None
 
     # --- scenarios ------------------------------------------------------------------------------
 
@@ -196,7 +199,9 @@ class ScenarioService(ServiceBase):
             saved = await self._save(uow, old, attrs.evolve(old, steps=self._insert(others, step, order)))
         return require(saved.step(step_id), "step", step_id)
 
-    async def update_step(self, scenario_id: uuid.UUID, step_id: uuid.UUID, changes: Mapping[str, Any]) -> Step:
+    async def update_step(
+        self, scenario_id: uuid.UUID, step_id: uuid.UUID, changes: Mapping[str, Any]
+    ) -> Step:
         """Change some fields of a step (PATCH)."""
         current_step = await self.get_step(scenario_id, step_id)
         current = {k: v for k, v in self.ctx.converter.unstructure(current_step).items() if k in _STEP_FIELDS}

@@ -90,7 +90,12 @@ class _TableRepository(Generic[T, Q]):
             return []
         pattern = _like(query.q)
         return [
-            sa.or_(*(sa.func.lower(self.table.c[name]).like(pattern, escape="\\") for name in self.search_columns))
+            sa.or_(
+                *(
+                    sa.func.lower(self.table.c[name]).like(pattern, escape="\\")
+                    for name in self.search_columns
+                )
+            )
         ]
 
     async def get(self, ident: uuid.UUID) -> T | None:
@@ -304,7 +309,11 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
         for s in step_rows:
             steps[s.scenario_id].append(
                 Step(
-                    id=s.id, order=s.position, title=s.title, exec_code=s.exec_code, timeout_seconds=s.timeout_seconds
+                    id=s.id,
+                    order=s.position,
+                    title=s.title,
+                    exec_code=s.exec_code,
+                    timeout_seconds=s.timeout_seconds,
                 )
             )
         link_rows = await self.conn.execute(
@@ -353,7 +362,12 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
             await self.conn.execute(
                 sa.insert(t.scenario_credentials),
                 [
-                    {"scenario_id": item.id, "credential_id": link.credential_id, "alias": link.alias, "position": i}
+                    {
+                        "scenario_id": item.id,
+                        "credential_id": link.credential_id,
+                        "alias": link.alias,
+                        "position": i,
+                    }
                     for i, link in enumerate(item.credentials)
                 ],
             )
@@ -444,7 +458,9 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
             .values(
                 lease_owner=owner,
                 lease_expires_at=expires_at,
-                started_at=sa.func.coalesce(runs.c.started_at, sa.bindparam("now_", now, type_=t.UTCDateTime())),
+                started_at=sa.func.coalesce(
+                    runs.c.started_at, sa.bindparam("now_", now, type_=t.UTCDateTime())
+                ),
             )
             .returning(runs.c.id)
         )
@@ -485,7 +501,9 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         if not run_ids:
             return set()
         rows = await self.conn.execute(
-            sa.select(self.table.c.id).where(self.table.c.id.in_(list(run_ids)), self.table.c.cancel_requested)
+            sa.select(self.table.c.id).where(
+                self.table.c.id.in_(list(run_ids)), self.table.c.cancel_requested
+            )
         )
         return set(rows.scalars())
 
@@ -514,7 +532,9 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
             )
             for r in rows
         )
-        total = (await self.conn.execute(sa.select(sa.func.count()).select_from(logs).where(*filters))).scalar_one()
+        total = (
+            await self.conn.execute(sa.select(sa.func.count()).select_from(logs).where(*filters))
+        ).scalar_one()
         return Page(items=items, total=int(total), page=query.page, limit=query.limit)
 
     async def rename_scenario(self, scenario_id: uuid.UUID, name: str) -> None:

@@ -176,7 +176,9 @@ runs = sa.Table(
 run_logs = sa.Table(
     "run_logs",
     metadata,
-    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column(
+        "seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True
+    ),
     sa.Column("run_id", sa.Uuid(), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
     sa.Column("at", UTCDateTime(), nullable=False),
     sa.Column("level", sa.String(16), nullable=False),

@@ -1,0 +1,290 @@
+"""One run inside a worker process: a fresh context, the steps in order, and what the run leaves behind.
+
+Time limits here are cooperative (``asyncio``): a step that awaits is stopped at its limit with a proper
+result and screenshot. Code that never yields is the parent's to stop (see :mod:`.executor`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import types
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
+from scenariokit.runner.job import (
+    ArtifactSaved,
+    LogEvent,
+    RunEvent,
+    RunFinished,
+    RunJob,
+    SessionSaved,
+    StepFinished,
+    StepJob,
+    StepStarted,
+)
+from scenariokit.runner.plugin_hooks import PluginHooks
+from scenariokit.runner.protocol import (
+    LIMIT_TOLERANCE_SECONDS,
+    failed_run,
+    finished_run,
+    run_timeout_message,
+    step_label,
+    step_timeout_message,
+    syntax_failure,
+)
+from scenariokit.runner.stepcode import (
+    SnippetLibrary,
+    StepHelpers,
+    StepNamespace,
+    check_syntax,
+    compile_step,
+    describe_failure,
+)
+
+#: how long a step stopped at its limit gets to unwind before it is abandoned
+STEP_UNWIND_SECONDS = 0.25
+SCREENSHOT_TIMEOUT_SECONDS = 5.0
+#: bound on reading the storage state and on closing a browser
+BROWSER_CALL_TIMEOUT_SECONDS = 10.0
+TRACE_FILE = "trace.zip"
+
+Failure = tuple[RunErrorKind, str]
+
+
+@attrs.frozen
+class HeldSession:
+    """A saved session's live browser, kept open after its run."""
+
+    run_id: Any
+    browser: Any
+    context: Any
+
+
+@attrs.frozen
+class RunEnd:
+    """What a finished run leaves to the worker: its browser to close, or its session to hold."""
+
+    browser: Any | None = None
+    session: HeldSession | None = None
+
+
+async def close_browser(browser: Any) -> None:
+    """Close a browser, giving up quietly after a bound (the worker's process group is the backstop)."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(browser.close(), BROWSER_CALL_TIMEOUT_SECONDS)
+
+
+class RunExecution:
+    """Executes one :class:`RunJob` and reports its events through ``report``."""
+
+    def __init__(
+        self,
+        job: RunJob,
+        *,
+        open_browser: Callable[[RunJob], Awaitable[Any]],
+        hooks: PluginHooks,
+        report: Callable[[RunEvent], None],
+    ) -> None:
+        self.job = job
+        self._open_browser = open_browser
+        self._hooks = hooks
+        self._report = report
+        self._stop = asyncio.Event()
+        self._current: StepJob | None = None
+
+    def cancel(self) -> None:
+        """Stop the run at once; it fails with kind ``cancelled``."""
+        self._stop.set()
+
+    def _log(self, level: str, message: str) -> None:
+        step_id = self._current.id if self._current else None
+        self._report(LogEvent(at=utcnow(), level=level, message=message, step_id=step_id))
+
+    async def execute(self) -> RunEnd:
+        """Run the job to its end and report how it went.
+
+        The run's browser is left to the caller (closing it need not delay the next run): it comes back
+        as the session to hold when the run saved its session, else as the browser to close.
+        """
+        job = self.job
+        started = utcnow()
+        problems = check_syntax(job.steps)
+        if problems:
+            outcome = syntax_failure(job, problems[0], started)
+            self._log("error", outcome.error.message if outcome.error else "syntax error")
+            self._report(outcome)
+            return RunEnd()
+        if self._hooks.problem:
+            self._log("warning", self._hooks.problem)
+        try:
+            browser = await self._open_browser(job)
+        except Exception as exc:
+            self._fail_outside_steps(started, f"could not start the browser: {type(exc).__name__}: {exc}")
+            return RunEnd()
+        try:
+            context = await browser.new_context(storage_state=job.storage_state)
+            outcome = await self._run_steps(browser, context, started)
+            cancelled = outcome.error is not None and outcome.error.kind is RunErrorKind.CANCELLED
+            keep = job.save_session and not cancelled and await self._save_session(context)
+            self._report(outcome)
+        except Exception as exc:
+            self._fail_outside_steps(started, f"run setup failed: {type(exc).__name__}: {exc}")
+            return RunEnd(browser=browser)
+        return RunEnd(session=HeldSession(job.run_id, browser, context)) if keep else RunEnd(browser=browser)
+
+    def _fail_outside_steps(self, started: datetime, message: str) -> None:
+        self._log("error", message)
+        error = RunError(kind=RunErrorKind.ERROR, message=message)
+        self._report(finished_run(self.job, [], started, error))
+
+    async def _run_steps(self, browser: Any, context: Any, started: datetime) -> RunFinished:
+        job = self.job
+        if job.trace != "off":
+            await context.tracing.start(screenshots=True, snapshots=True)
+        page = await context.new_page()
+        namespace = StepNamespace(
+            page=page,
+            context=context,
+            browser=browser,
+            helpers=StepHelpers(job, self._hooks.step_helpers(job)),
+            snippets=SnippetLibrary(job.snippets, self._hooks.snippet_sources()),
+            log_sink=self._log,
+        )
+        steps = sorted(job.steps, key=lambda s: s.order)
+        outcome = await self._run_each(namespace, steps, started)
+        self._current = None
+        error = outcome.error
+        # a cancelled run stops at once: no screenshot, no trace
+        failed = error is not None and error.kind is not RunErrorKind.CANCELLED
+        if failed and error is not None:
+            failed_step = next((s for s in steps if s.id == error.step_id), None)
+            if failed_step is not None:
+                await self._screenshot(context, page, failed_step)
+        if job.trace != "off":
+            await self._stop_trace(context, keep=failed or (job.trace == "always" and error is None))
+        return outcome
+
+    async def _run_each(
+        self, namespace: StepNamespace, steps: Sequence[StepJob], started: datetime
+    ) -> RunFinished:
+        loop = asyncio.get_running_loop()
+        # the run's clock starts with its first step: browser start-up is the runner's cost, not the run's
+        run_deadline = loop.time() + self.job.run_timeout
+        results: list[StepResult] = []
+        for step in steps:
+            self._current = step
+            step_started = utcnow()
+            self._report(StepStarted(step_id=step.id, at=step_started))
+            failure = await self._run_step(namespace, step, compile_step(step), run_deadline)
+            if failure is not None:
+                kind, message = failure
+                outcome = failed_run(
+                    self.job, results, step, kind, message, started_at=started, step_started_at=step_started
+                )
+                self._report(StepFinished(next(r for r in outcome.step_results if r.step_id == step.id)))
+                self._log("error", f"{step_label(step)} failed: {message}")
+                return outcome
+            result = StepResult(
+                step_id=step.id,
+                order=step.order,
+                status=StepStatus.PASS,
+                title=step.title,
+                started_at=step_started,
+                duration_ms=int((utcnow() - step_started).total_seconds() * 1000),
+            )
+            results.append(result)
+            self._report(StepFinished(result))
+        return finished_run(self.job, results, started)
+
+    async def _run_step(
+        self, namespace: StepNamespace, step: StepJob, code: types.CodeType, run_deadline: float
+    ) -> Failure | None:
+        """Run one step within its limit; None when it passed, else why it failed."""
+        label = step_label(step)
+        if self._stop.is_set():
+            return RunErrorKind.CANCELLED, f"run cancelled before {label}"
+        remaining = run_deadline - asyncio.get_running_loop().time()
+        run_limit_binds = remaining < step.timeout_seconds - LIMIT_TOLERANCE_SECONDS
+        task = asyncio.ensure_future(namespace.run(code))
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait(
+                {task, stopped},
+                timeout=max(min(step.timeout_seconds, remaining), 0),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            stopped.cancel()
+        if task.done():
+            if task.cancelled():
+                return RunErrorKind.ERROR, f"CancelledError: step code was cancelled during {label}"
+            exc = task.exception()
+            return None if exc is None else describe_failure(exc, step)
+        task.cancel()
+        task.add_done_callback(_consume_outcome)
+        await asyncio.wait({task}, timeout=STEP_UNWIND_SECONDS)
+        if self._stop.is_set():
+            return RunErrorKind.CANCELLED, f"run cancelled during {label}"
+        if run_limit_binds:
+            return RunErrorKind.TIMEOUT, run_timeout_message(self.job, step)
+        return RunErrorKind.TIMEOUT, step_timeout_message(step)
+
+    async def _screenshot(self, context: Any, page: Any, step: StepJob) -> None:
+        target = (
+            page
+            if not page.is_closed()
+            else next((p for p in reversed(context.pages) if not p.is_closed()), None)
+        )
+        if target is None:
+            self._log("warning", f"no screenshot of {step_label(step)}: no open page")
+            return
+        name = f"step-{step.order}.png"
+        try:
+            self.job.artifacts_dir.mkdir(parents=True, exist_ok=True)
+            await asyncio.wait_for(
+                target.screenshot(
+                    path=self.job.artifacts_dir / name, timeout=SCREENSHOT_TIMEOUT_SECONDS * 1000
+                ),
+                SCREENSHOT_TIMEOUT_SECONDS + 1,
+            )
+        except Exception as exc:
+            self._log("warning", f"no screenshot of {step_label(step)}: {type(exc).__name__}: {exc}")
+            return
+        self._report(ArtifactSaved(name=name))
+
+    async def _stop_trace(self, context: Any, *, keep: bool) -> None:
+        try:
+            if not keep:
+                await context.tracing.stop()
+                return
+            self.job.artifacts_dir.mkdir(parents=True, exist_ok=True)
+            await context.tracing.stop(path=self.job.artifacts_dir / TRACE_FILE)
+        except Exception as exc:
+            self._log("warning", f"trace not saved: {type(exc).__name__}: {exc}")
+            return
+        self._report(ArtifactSaved(name=TRACE_FILE))
+
+    async def _save_session(self, context: Any) -> bool:
+        try:
+            state = await asyncio.wait_for(context.storage_state(), BROWSER_CALL_TIMEOUT_SECONDS)
+        except Exception as exc:
+            self._log("warning", f"session not saved: {type(exc).__name__}: {exc}")
+            return False
+        try:
+            token = self._hooks.extract_token(state)
+        except Exception as exc:
+            self._log("warning", f"no session token: extracting it failed: {type(exc).__name__}: {exc}")
+            token = None
+        self._report(SessionSaved(storage_state=dict(state), token=token))
+        return True
+
+
+def _consume_outcome(task: asyncio.Future[Any]) -> None:
+    """Retrieve an abandoned step's outcome so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,73 @@
+"""The plugin hooks a worker calls, behind one small object that works without any plugins.
+
+The plugin manager is imported lazily, inside the worker process: a worker whose plugin manager cannot
+be imported or built runs with no plugins at all rather than not at all (and says so in the run log).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from scenariokit.runner.job import RunJob
+from scenariokit.runner.stepcode import SnippetSource
+
+logger = logging.getLogger(__name__)
+
+#: ``launch(playwright) -> Browser``, as ``scenariokit_browser_provider`` returns it
+BrowserLauncher = Callable[[Any], Awaitable[Any]]
+
+
+class PluginHooks:
+    """The hooks step execution calls; every method answers sensibly when there is no plugin manager."""
+
+    def __init__(self, hook: Any | None, problem: str | None = None) -> None:
+        self._hook = hook
+        #: why there are no plugins, when loading them failed
+        self.problem = problem
+
+    @classmethod
+    def load(cls) -> PluginHooks:
+        """The installed plugins' hooks, or no plugins when the plugin manager is unavailable."""
+        try:
+            from scenariokit.plugins import get_plugin_manager
+
+            return cls(get_plugin_manager().hook)
+        except Exception as exc:  # a broken plugin must not take the runner down with it
+            logger.warning("running without plugins: %s", exc)
+            return cls(None, problem=f"plugins unavailable: {type(exc).__name__}: {exc}")
+
+    def _caller(self, name: str) -> Any | None:
+        return getattr(self._hook, name, None) if self._hook is not None else None
+
+    def step_helpers(self, job: RunJob) -> dict[str, Any]:
+        """Every plugin's extra ``helpers`` names, merged (earlier plugins win on a clash)."""
+        caller = self._caller("scenariokit_step_helpers")
+        merged: dict[str, Any] = {}
+        for extra in caller(job=job) if caller else []:
+            for name, value in (extra or {}).items():
+                merged.setdefault(name, value)
+        return merged
+
+    def snippet_sources(self) -> list[SnippetSource]:
+        """Every plugin's snippet sources, asked after the store's snippets."""
+        caller = self._caller("scenariokit_snippet_sources")
+        sources: list[SnippetSource] = []
+        for found in caller() if caller else []:
+            sources.extend(found or [])
+        return sources
+
+    def extract_token(self, storage_state: dict[str, Any]) -> str | None:
+        """The session token a plugin (or the built-in rule, registered as a plugin) finds."""
+        caller = self._caller("scenariokit_extract_session_token")
+        if caller is None:
+            return None
+        token = caller(storage_state=storage_state)
+        return None if token is None else str(token)
+
+    def browser_provider(self, job: RunJob) -> BrowserLauncher | None:
+        """A plugin's own browser launcher for this job, or None for the built-in launch."""
+        caller = self._caller("scenariokit_browser_provider")
+        launcher: BrowserLauncher | None = caller(job=job) if caller else None
+        return launcher

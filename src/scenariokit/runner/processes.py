@@ -1,0 +1,103 @@
+"""Stopping a worker process and every process it started, Chromium included.
+
+A worker runs in its own process group, but Playwright starts Chromium detached (a session and process
+group of its own), so killing the worker's group alone would orphan the browsers. The process table
+finds them: every process in the worker's group, their descendants, and everything sharing a group
+with any of those (which catches a browser whose parent died before it did).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+
+class ProcessInfo(NamedTuple):
+    """One row of the process table."""
+
+    ppid: int
+    pgid: int
+    zombie: bool
+
+
+def process_table() -> dict[int, ProcessInfo]:
+    """Every process on the machine by pid (from ``/proc`` on Linux, ``ps`` elsewhere)."""
+    if sys.platform.startswith("linux"):
+        return _proc_table()
+    output = subprocess.run(
+        ["ps", "-A", "-o", "pid=,ppid=,pgid=,stat="], capture_output=True, text=True, check=True
+    ).stdout
+    table = {}
+    for line in output.splitlines():
+        pid, ppid, pgid, stat = line.split(None, 3)
+        table[int(pid)] = ProcessInfo(int(ppid), int(pgid), stat.startswith("Z"))
+    return table
+
+
+def _proc_table() -> dict[int, ProcessInfo]:
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # the process ended while we looked
+            continue
+        # the command name may hold spaces and parentheses: the fields we need follow the last ")"
+        state, ppid, pgid = stat[stat.rindex(")") + 2 :].split()[:3]
+        table[int(entry.name)] = ProcessInfo(int(ppid), int(pgid), state == "Z")
+    return table
+
+
+def process_tree(pgid: int, table: dict[int, ProcessInfo] | None = None) -> set[int]:
+    """The live processes a worker (whose process group is ``pgid``) started, the worker included."""
+    table = process_table() if table is None else table
+    own_group = os.getpgrp()
+    groups = {pgid}
+    tree: set[int] = set()
+    while True:
+        grown = {
+            pid
+            for pid, info in table.items()
+            if not info.zombie and (info.pgid in groups or info.ppid in tree or pid == pgid)
+        }
+        if grown <= tree:
+            return tree
+        tree |= grown
+        groups |= {table[pid].pgid for pid in grown} - {own_group, 0, 1}
+
+
+def kill_process_tree(pgid: int) -> set[int]:
+    """SIGKILL a worker and everything it started; returns the pids signalled.
+
+    The worker's own group is stopped first so nothing new is started while the table is read. The
+    caller's own process group is never signalled as a group.
+    """
+    own_group = os.getpgrp()
+    if pgid != own_group:
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, signal.SIGSTOP)
+    signalled: set[int] = set()
+    for _ in range(3):  # a second look catches what was forked while the first kill went out
+        table = process_table()
+        tree = process_tree(pgid, table) - signalled
+        if not tree:
+            break
+        _kill(tree, {table[pid].pgid for pid in tree if pid in table} - {own_group, 0, 1})
+        signalled |= tree
+    return signalled
+
+
+def _kill(pids: Iterable[int], groups: Iterable[int]) -> None:
+    for group in groups:
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,191 @@
+"""What the pool and a worker process say to each other, and the run outcomes both sides build.
+
+Commands go parent → worker, reports go worker → parent, all over one multiprocessing pipe. Every
+message is plain picklable data. Outcomes are built here because a run can end in the worker (a step
+failed) or in the parent (the worker had to be killed), and both must read the same.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+
+import attrs
+
+from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
+from scenariokit.runner.job import (
+    LogEvent,
+    RunEvent,
+    RunFinished,
+    RunJob,
+    SessionReleased,
+    StepFinished,
+    StepJob,
+)
+from scenariokit.runner.stepcode import SyntaxProblem, mask_secrets
+
+# --- parent → worker -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class StartRun:
+    """Execute this job in a fresh browser."""
+
+    job: RunJob
+
+
+@attrs.frozen
+class CancelRun:
+    """Stop the run, failing it with kind ``cancelled``."""
+
+    run_id: uuid.UUID
+
+
+@attrs.frozen
+class ReleaseSession:
+    """Close the browser held for this run's saved session."""
+
+    run_id: uuid.UUID
+
+
+@attrs.frozen
+class Shutdown:
+    """Close every browser and exit."""
+
+
+Command = StartRun | CancelRun | ReleaseSession | Shutdown
+
+
+# --- worker → parent -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class WorkerReady:
+    """The worker is in its own process group and Playwright is running."""
+
+    pid: int
+
+
+@attrs.frozen
+class RunReport:
+    """An event of the run the worker is executing."""
+
+    run_id: uuid.UUID
+    event: RunEvent
+
+
+Report = WorkerReady | RunReport | SessionReleased
+
+
+# --- outcomes ------------------------------------------------------------------------------------
+
+
+def step_label(step: StepJob) -> str:
+    """How messages name a step: ``step 2 ("Log in")``."""
+    return f'step {step.order} ("{step.title}")' if step.title else f"step {step.order}"
+
+
+#: a whole-run limit within this of a step's own limit is reported as the step's (they are the same limit)
+LIMIT_TOLERANCE_SECONDS = 0.1
+
+
+def seconds(value: float) -> str:
+    """A time limit as messages show it: ``30 s``, ``1.5 s``."""
+    return f"{value:g} s"
+
+
+def step_timeout_message(step: StepJob) -> str:
+    """Why a run failed when a step ran past its own limit."""
+    return f"{step_label(step)} exceeded its time limit of {seconds(step.timeout_seconds)}"
+
+
+def run_timeout_message(job: RunJob, step: StepJob) -> str:
+    """Why a run failed when it ran past the whole-run limit."""
+    return f"run exceeded its time limit of {seconds(job.run_timeout)} during {step_label(step)}"
+
+
+def failed_step(step: StepJob, message: str, started_at: datetime | None = None) -> StepResult:
+    """The result of a step that failed with ``message``."""
+    duration = None if started_at is None else int((utcnow() - started_at).total_seconds() * 1000)
+    return StepResult(
+        step_id=step.id,
+        order=step.order,
+        status=StepStatus.FAIL,
+        title=step.title,
+        started_at=started_at,
+        duration_ms=duration,
+        error=message,
+    )
+
+
+def finished_run(
+    job: RunJob,
+    results: Iterable[StepResult],
+    started_at: datetime,
+    error: RunError | None = None,
+) -> RunFinished:
+    """The run's outcome: the given step results, every other step ``skipped``, in step order."""
+    by_step = {result.step_id: result for result in results}
+    complete = [
+        by_step.get(step.id)
+        or StepResult(step_id=step.id, order=step.order, status=StepStatus.SKIPPED, title=step.title)
+        for step in job.steps
+    ]
+    complete.sort(key=lambda result: result.order)
+    return RunFinished(
+        status="fail" if error else "pass",
+        error=error,
+        step_results=tuple(complete),
+        started_at=started_at,
+        finished_at=utcnow(),
+    )
+
+
+def failed_run(
+    job: RunJob,
+    done: Iterable[StepResult],
+    step: StepJob,
+    kind: RunErrorKind,
+    message: str,
+    *,
+    started_at: datetime,
+    step_started_at: datetime | None = None,
+) -> RunFinished:
+    """A run that failed at ``step``: the steps before keep their results, the rest are skipped."""
+    message = mask_secrets(message, job.secrets)
+    failed = failed_step(step, message, step_started_at)
+    return finished_run(
+        job, [*done, failed], started_at, RunError(kind=kind, message=message, step_id=step.id)
+    )
+
+
+def syntax_failure(job: RunJob, problem: SyntaxProblem, started_at: datetime) -> RunFinished:
+    """The outcome of a run whose step code does not compile: the first bad step fails, nothing runs."""
+    step = next(s for s in job.steps if s.id == problem.step_id)
+    return failed_run(
+        job, [], step, RunErrorKind.ERROR, f"{step_label(step)}: {problem.describe()}", started_at=started_at
+    )
+
+
+def mask_event(event: RunEvent, secrets: tuple[str, ...]) -> RunEvent:
+    """The event with every secret in its log line or error message replaced by ``***``."""
+    if not secrets:
+        return event
+    if isinstance(event, LogEvent):
+        return attrs.evolve(event, message=mask_secrets(event.message, secrets))
+    if isinstance(event, StepFinished):
+        return StepFinished(_mask_result(event.result, secrets))
+    if isinstance(event, RunFinished):
+        error = event.error
+        if error is not None:
+            error = attrs.evolve(error, message=mask_secrets(error.message, secrets))
+        results = tuple(_mask_result(result, secrets) for result in event.step_results)
+        return attrs.evolve(event, error=error, step_results=results)
+    return event
+
+
+def _mask_result(result: StepResult, secrets: tuple[str, ...]) -> StepResult:
+    if result.error is None:
+        return result
+    return attrs.evolve(result, error=mask_secrets(result.error, secrets))

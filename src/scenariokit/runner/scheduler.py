@@ -1,0 +1,283 @@
+"""The scheduler: claims queued runs from the store and executes them on a worker pool.
+
+The claim is the same code path for the server's own scheduler and for ``scenariokit worker``
+processes on other machines sharing one PostgreSQL: a lease (owner, expiry) renewed by a heartbeat.
+A run whose worker stops renewing is finished as ``worker_lost`` by whichever scheduler reaps first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from typing import Any
+
+import attrs
+
+from scenariokit.domain.model import RunError, RunErrorKind, RunLogEntry, StepResult, StepStatus, utcnow
+from scenariokit.runner.browser import BrowserConfig
+from scenariokit.runner.executor import WorkerPool
+from scenariokit.runner.job import (
+    ArtifactSaved,
+    LogEvent,
+    RunEvent,
+    RunFinished,
+    RunJob,
+    SessionReleased,
+    SessionSaved,
+    StepFinished,
+)
+from scenariokit.services import Services
+
+log = logging.getLogger(__name__)
+
+#: How often a running run's cancel flag is read from the store (cancel must act within a second).
+CANCEL_POLL_SECONDS = 0.4
+#: How often buffered log lines are written.
+LOG_FLUSH_SECONDS = 0.25
+
+
+def default_owner() -> str:
+    """A name for this scheduler that is unique across machines and restarts."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@attrs.define
+class _Execution:
+    """A run this scheduler executes, and what it has seen of it so far."""
+
+    run_id: uuid.UUID
+    job: RunJob
+    artifacts: list[str] = attrs.field(factory=list)
+    session: SessionSaved | None = None
+    logs: list[RunLogEntry] = attrs.field(factory=list)
+    cancelling: bool = False
+
+
+class Scheduler:
+    """Claims runs with a lease and executes them on a :class:`WorkerPool`, at most ``pool.size`` at once.
+
+    It is the service layer's run control: new runs wake it, cancels and session releases reach the
+    pool when this process executes the run (other processes see the cancel flag in the store).
+    """
+
+    def __init__(
+        self,
+        services: Services,
+        *,
+        workers: int | None = None,
+        browser: BrowserConfig | None = None,
+        owner: str | None = None,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        self.services = services
+        self.pool = WorkerPool(
+            workers,
+            browser=browser,
+            session_keepalive=services.context.settings.session_keepalive_seconds,
+            on_session_released=self.session_released,
+        )
+        self.owner = owner or default_owner()
+        self.poll_seconds = poll_seconds
+        self._wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(self.pool.size)
+        self._running: dict[uuid.UUID, _Execution] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loops: list[asyncio.Task[Any]] = []
+        self._session_runs: dict[uuid.UUID, uuid.UUID] = {}  # session id -> run id
+
+    @property
+    def lease_seconds(self) -> float:
+        return self.services.context.settings.lease_seconds
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the workers, reap runs left by dead ones, then claim, heartbeat and reap."""
+        await self.pool.start()
+        await self.services.runs.reap_expired()
+        await self.services.runs.close_stale_sessions()
+        self.services.set_control(self)
+        self._loops = [
+            asyncio.create_task(self._claim_loop(), name="scenariokit-claim"),
+            asyncio.create_task(self._heartbeat_loop(), name="scenariokit-heartbeat"),
+            asyncio.create_task(self._reap_loop(), name="scenariokit-reap"),
+            asyncio.create_task(self._cancel_loop(), name="scenariokit-cancel"),
+        ]
+
+    async def close(self) -> None:
+        """Stop claiming and stop the workers; a run cut short is reaped as ``worker_lost`` later."""
+        for task in self._loops:
+            task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._loops, *self._tasks, return_exceptions=True)
+        self._loops = []
+        await self.pool.close()
+
+    async def __aenter__(self) -> Scheduler:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # --- run control (called by the service layer) ---------------------------------------------
+
+    def run_queued(self) -> None:
+        self._wake.set()
+
+    async def cancel(self, run_id: uuid.UUID) -> None:
+        execution = self._running.get(run_id)
+        if execution is not None and not execution.cancelling:
+            execution.cancelling = True
+            await self.pool.cancel(run_id)
+
+    async def release_session(self, session_id: uuid.UUID) -> None:
+        run_id = self._session_runs.pop(session_id, None)
+        if run_id is not None:
+            await self.pool.release_session(run_id)
+
+    async def session_released(self, released: SessionReleased) -> None:
+        """The pool closed a held session's browser: mark the session closed."""
+        session = await self.services.runs.session_of_run(released.run_id)
+        if session is not None:
+            self._session_runs.pop(session.id, None)
+            await self.services.runs.close_session(session.id)
+
+    # --- loops ----------------------------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        while True:
+            await self._slots.acquire()
+            try:
+                claimed = await self.services.runs.claim(self.owner)
+            except Exception:
+                self._slots.release()
+                log.exception("claiming a run failed; retrying")
+                await asyncio.sleep(self.poll_seconds)
+                continue
+            if claimed is None:
+                self._slots.release()
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+                continue
+            run, job = claimed
+            execution = _Execution(run_id=run.id, job=job)
+            self._running[run.id] = execution
+            task = asyncio.create_task(self._execute(execution), name=f"scenariokit-run-{run.id}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _execute(self, execution: _Execution) -> None:
+        flusher = asyncio.create_task(self._flush_loop(execution))
+        try:
+            outcome = await self.pool.execute(execution.job, lambda event: self._on_event(execution, event))
+        except Exception as exc:  # the pool itself failed (no browser, …): the run fails, not the scheduler
+            log.exception("executing run %s failed", execution.run_id)
+            outcome = self._failed(execution.job, f"{type(exc).__name__}: {exc}")
+        finally:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+            self._slots.release()
+        try:
+            await self._flush(execution)
+            await self.services.runs.finish(
+                execution.run_id, outcome, artifacts=execution.artifacts, session=execution.session
+            )
+            if execution.session is not None:
+                session = await self.services.runs.session_of_run(execution.run_id)
+                if session is not None:
+                    self._session_runs[session.id] = execution.run_id
+        except Exception:
+            log.exception("storing the outcome of run %s failed", execution.run_id)
+        finally:
+            self._running.pop(execution.run_id, None)
+
+    async def _on_event(self, execution: _Execution, event: RunEvent) -> None:
+        match event:
+            case LogEvent():
+                execution.logs.append(
+                    RunLogEntry(
+                        run_id=execution.run_id,
+                        message=event.message,
+                        level=event.level,
+                        step_id=event.step_id,
+                        at=event.at,
+                    )
+                )
+            case StepFinished():
+                await self._flush(execution)
+                await self.services.runs.record_step(execution.run_id, event.result)
+            case ArtifactSaved():
+                execution.artifacts.append(event.name)
+            case SessionSaved():
+                execution.session = event
+            case _:
+                pass  # StepStarted and RunFinished need nothing stored here
+
+    async def _flush_loop(self, execution: _Execution) -> None:
+        while True:
+            await asyncio.sleep(LOG_FLUSH_SECONDS)
+            await self._flush(execution)
+
+    async def _flush(self, execution: _Execution) -> None:
+        entries, execution.logs = execution.logs, []
+        if entries:
+            try:
+                await self.services.runs.append_logs(entries)
+            except Exception:
+                log.exception("writing the log of run %s failed", execution.run_id)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            for run_id, execution in list(self._running.items()):
+                try:
+                    if not await self.services.runs.renew_lease(run_id, self.owner):
+                        # Someone reaped it (we were too slow): stop executing a run we no longer own.
+                        log.warning("lost the lease on run %s; stopping it", run_id)
+                        execution.cancelling = True
+                        await self.pool.cancel(run_id)
+                except Exception:
+                    log.exception("renewing the lease on run %s failed", run_id)
+
+    async def _reap_loop(self) -> None:
+        while True:
+            await asyncio.sleep(max(self.lease_seconds / 2, 0.2))
+            try:
+                await self.services.runs.reap_expired()
+                await self.services.runs.close_stale_sessions()
+            except Exception:
+                log.exception("reaping expired leases failed")
+
+    async def _cancel_loop(self) -> None:
+        while True:
+            await asyncio.sleep(CANCEL_POLL_SECONDS)
+            pending = [run_id for run_id, e in self._running.items() if not e.cancelling]
+            if not pending:
+                continue
+            try:
+                for run_id in await self.services.runs.cancel_requested(pending):
+                    await self.cancel(run_id)
+            except Exception:
+                log.exception("reading cancel requests failed")
+
+    @staticmethod
+    def _failed(job: RunJob, message: str) -> RunFinished:
+        now = utcnow()
+        return RunFinished(
+            status="fail",
+            error=RunError(kind=RunErrorKind.ERROR, message=message),
+            step_results=tuple(
+                StepResult(step_id=s.id, order=s.order, title=s.title, status=StepStatus.SKIPPED)
+                for s in job.steps
+            ),
+            started_at=now,
+            finished_at=now,
+        )

@@ -1,0 +1,223 @@
+"""The worker process: its own asyncio loop and Playwright, running one job at a time.
+
+A worker starts in its own process group, so the pool can stop it and everything it started at once.
+It receives :mod:`.protocol` commands over a multiprocessing pipe (read by a thread, so a busy loop
+never stalls the pipe) and reports events as they happen. Each run gets a browser nobody used before;
+the next one is launched while the worker waits for work, so a queued run does not wait for a launch.
+Browsers of saved sessions stay open here until released or until their keep-alive runs out; the
+worker takes new runs meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Coroutine
+from multiprocessing.connection import Connection
+from typing import Any
+
+import attrs
+from playwright.async_api import async_playwright
+
+from scenariokit.domain.model import RunError, RunErrorKind, utcnow
+from scenariokit.runner.browser import BrowserConfig
+from scenariokit.runner.execution import HeldSession, RunEnd, RunExecution, close_browser
+from scenariokit.runner.job import RunEvent, RunJob, SessionReleased
+from scenariokit.runner.plugin_hooks import PluginHooks
+from scenariokit.runner.protocol import (
+    CancelRun,
+    Command,
+    ReleaseSession,
+    Report,
+    RunReport,
+    Shutdown,
+    StartRun,
+    WorkerReady,
+    finished_run,
+    mask_event,
+)
+
+logger = logging.getLogger(__name__)
+
+#: how long shutting down waits for each part (runs, sessions, Playwright) before leaving it to the kill
+SHUTDOWN_STEP_SECONDS = 5.0
+
+
+@attrs.frozen
+class WorkerOptions:
+    """What a worker process is started with."""
+
+    browser: BrowserConfig
+    #: seconds a saved session's browser is kept open unless released sooner
+    session_keepalive: float = 600.0
+
+
+def worker_main(conn: Connection, options: WorkerOptions) -> None:
+    """Entry point of a worker process (``multiprocessing`` spawn target)."""
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()  # own process group: the pool kills the worker, its driver and browsers together
+    logging.basicConfig(level=logging.WARNING, format="scenariokit worker %(process)d: %(message)s")
+    asyncio.run(Worker(conn, options).serve())
+
+
+class Worker:
+    """Serves commands from the pool until told to shut down or the pool goes away."""
+
+    def __init__(self, conn: Connection, options: WorkerOptions) -> None:
+        self._conn = conn
+        self._options = options
+        self._hooks = PluginHooks(None)
+        self._playwright: Any = None
+        self._runs: dict[uuid.UUID, RunExecution] = {}
+        self._held: dict[uuid.UUID, tuple[HeldSession, asyncio.TimerHandle]] = {}
+        self._spare: asyncio.Task[Any] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def serve(self) -> None:
+        """Start Playwright, say ready, and handle commands until :class:`Shutdown`."""
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[Command] = asyncio.Queue()
+        threading.Thread(target=self._receive, args=(loop, inbox), name="pool-pipe", daemon=True).start()
+        self._playwright = await async_playwright().start()
+        try:
+            self._hooks = PluginHooks.load()
+            self._send(WorkerReady(pid=os.getpid()))
+            self._prepare_spare()
+            while not isinstance(command := await inbox.get(), Shutdown):
+                self._handle(command)
+        finally:
+            await self._close_all()
+
+    def _receive(self, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[Command]) -> None:
+        """Pipe reader thread: hands each command to the loop; the pool going away means shut down."""
+        while True:
+            try:
+                command: Command = self._conn.recv()
+            except (EOFError, OSError):
+                command = Shutdown()
+            with contextlib.suppress(RuntimeError):  # the loop has already closed
+                loop.call_soon_threadsafe(inbox.put_nowait, command)
+            if isinstance(command, Shutdown):
+                return
+
+    def _send(self, report: Report) -> None:
+        try:
+            self._conn.send(report)
+        except OSError as exc:  # the pool is gone; the pipe reader will see it and shut us down
+            logger.warning("cannot report to the pool: %s", exc)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _handle(self, command: Command) -> None:
+        if isinstance(command, StartRun):
+            job = command.job
+            execution = RunExecution(
+                job, open_browser=self._take_browser, hooks=self._hooks, report=lambda e: self._report(job, e)
+            )
+            self._runs[job.run_id] = execution  # now, so a cancel right behind the job finds it
+            self._spawn(self._run(execution))
+        elif isinstance(command, CancelRun):
+            running = self._runs.get(command.run_id)
+            if running is not None:
+                running.cancel()
+        elif isinstance(command, ReleaseSession):
+            self._spawn(self._release(command.run_id, "released"))
+
+    # --- runs ------------------------------------------------------------------------------------
+
+    async def _run(self, execution: RunExecution) -> None:
+        job = execution.job
+        end = RunEnd()
+        try:
+            end = await execution.execute()
+        except Exception as exc:  # a runner bug must still end the run, or the pool waits for nothing
+            logger.exception("run %s failed in the runner", job.run_id)
+            error = RunError(kind=RunErrorKind.ERROR, message=f"runner error: {type(exc).__name__}: {exc}")
+            self._report(job, finished_run(job, [], utcnow(), error))
+        finally:
+            self._runs.pop(job.run_id, None)
+        self._prepare_spare()  # the next browser starts while this one closes
+        if end.session is not None:
+            self._hold(end.session)
+        elif end.browser is not None:
+            await close_browser(end.browser)
+
+    def _report(self, job: RunJob, event: RunEvent) -> None:
+        self._send(RunReport(run_id=job.run_id, event=mask_event(event, job.secrets)))
+
+    # --- browsers --------------------------------------------------------------------------------
+
+    async def _launch(self) -> Any:
+        config = self._options.browser
+        if config.ws_endpoint:
+            return await self._playwright.chromium.connect(config.ws_endpoint)
+        return await self._playwright.chromium.launch(**config.launch_options())
+
+    def _prepare_spare(self) -> None:
+        """Launch the next run's browser now, while idle, unless one is ready or a run is going."""
+        if self._spare is None and not self._runs:
+            self._spare = asyncio.ensure_future(self._launch())
+
+    async def _take_browser(self, job: RunJob) -> Any:
+        """A browser nobody has used: a plugin's, the prepared spare, or a new launch."""
+        launcher = self._hooks.browser_provider(job)
+        if launcher is not None:
+            return await launcher(self._playwright)
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            try:
+                browser = await spare
+            except Exception as exc:  # the spare failed to start; a launch now says why, if it fails too
+                logger.warning("spare browser failed to start: %s", exc)
+            else:
+                if browser.is_connected():
+                    return browser
+        return await self._launch()
+
+    # --- saved sessions --------------------------------------------------------------------------
+
+    def _hold(self, held: HeldSession) -> None:
+        loop = asyncio.get_running_loop()
+        run_id = held.run_id
+        timer = loop.call_later(
+            self._options.session_keepalive, lambda: self._spawn(self._release(run_id, "expired"))
+        )
+        self._held[run_id] = (held, timer)
+        held.browser.on("disconnected", lambda _: self._spawn(self._release(run_id, "browser closed")))
+
+    async def _release(self, run_id: uuid.UUID, reason: str) -> None:
+        entry = self._held.pop(run_id, None)
+        if entry is None:
+            return
+        held, timer = entry
+        timer.cancel()
+        await close_browser(held.browser)
+        self._send(SessionReleased(run_id=run_id, reason=reason))
+
+    # --- shutdown --------------------------------------------------------------------------------
+
+    async def _close_all(self) -> None:
+        for execution in self._runs.values():
+            execution.cancel()
+        running = [task for task in self._tasks if not task.done()]
+        if running:
+            await asyncio.wait(running, timeout=SHUTDOWN_STEP_SECONDS)
+        sessions = list(self._held.values())
+        self._held.clear()  # the pool reports these released: closing them here reports nothing more
+        for held, timer in sessions:
+            timer.cancel()
+            await close_browser(held.browser)
+        if self._spare is not None:
+            spare, self._spare = self._spare, None
+            with contextlib.suppress(Exception):
+                await close_browser(await asyncio.wait_for(spare, SHUTDOWN_STEP_SECONDS))
+        if self._playwright is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._playwright.stop(), SHUTDOWN_STEP_SECONDS)
