@@ -108,18 +108,24 @@ async def open_kit(
     workers: int = 1,
     artifacts_dir: str | os.PathLike[str] | None = None,
     trace: Literal["off", "on-failure", "always"] = "off",
+    session_keepalive_seconds: float = 600.0,
     plugins: pluggy.PluginManager | None = None,
 ) -> AsyncIterator[Kit]:
     """Open the store at ``url`` (default ``$SCENARIOKIT_DATABASE_URL`` or ``./scenariokit.db``), migrated.
 
     ``workers`` is how many runs may execute at once (one browser each); ``artifacts_dir`` where
-    screenshots and traces go (default: ``artifacts/`` beside a SQLite file, else ``./artifacts``).
+    screenshots and traces go (default: ``artifacts/`` beside a SQLite file, else ``./artifacts``);
+    ``trace`` when to keep a Playwright trace; ``session_keepalive_seconds`` how long a saved session's
+    live browser context is held open.
     """
     if workers < 1:
         raise ScenarioKitError("workers must be at least 1")
     store = await open_store(url, secret_key=secret_key, plugin_manager=plugins)
     folder = Path(artifacts_dir) if artifacts_dir is not None else _default_artifacts(store.url)
-    services = Services(store, plugins=plugins, settings=RunSettings(artifacts_dir=folder, trace=trace))
+    settings = RunSettings(
+        artifacts_dir=folder, trace=trace, session_keepalive_seconds=session_keepalive_seconds
+    )
+    services = Services(store, plugins=plugins, settings=settings)
     kit = Kit(services, workers=workers)
     try:
         yield kit

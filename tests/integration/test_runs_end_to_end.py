@@ -1,0 +1,197 @@
+"""Runs through the whole stack: store → scheduler → worker processes → real Chromium → store."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+import scenariokit
+from scenariokit.domain.model import RunErrorKind, RunStatus, SessionStatus
+from scenariokit.views import session_json
+
+from typing import Any as Site  # the site fixture (tests/integration/conftest.py)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def _env(kit: scenariokit.Kit, site: Site) -> scenariokit.Environment:
+    return await kit.environments.create({"name": "local", "data": {"url": site.url, "greeting": "Hello"}})
+
+
+async def test_a_multi_step_scenario_passes_and_logs_what_it_printed(
+    kit: scenariokit.Kit, site: Site
+) -> None:
+    env = await _env(kit, site)
+    scenario = await kit.scenarios.create(
+        {
+            "name": "home",
+            "steps": [
+                {
+                    "title": "open",
+                    "execCode": "await page.goto(helpers.getEnvUrl())\nprint('opened', page.url)",
+                },
+                {"execCode": "await expect(page.get_by_text(helpers.env['greeting'])).to_be_visible()"},
+                {"execCode": "log('done', level='warning')"},
+            ],
+        }
+    )
+    result = await kit.run(scenario.id, environment_id=env.id, timeout=60)
+    assert result.run.status is RunStatus.PASS, result.run.error
+    assert [r.status.value for r in result.run.step_results] == ["pass", "pass", "pass"]
+    assert result.run.started_at and result.run.finished_at and result.run.duration_ms is not None
+    messages = [(line.level, line.message) for line in result.logs.items]
+    assert ("info", f"opened {site.url}") in messages and ("warning", "done") in messages
+    found = await kit.logs(result.run.id, q="OPENED")
+    assert [line.message for line in found.logs.items] == [f"opened {site.url}"]
+
+
+async def test_a_scenario_without_steps_passes(kit: scenariokit.Kit, site: Site) -> None:
+    env = await _env(kit, site)
+    scenario = await kit.scenarios.create({"name": "empty"})
+    result = await kit.run(scenario.id, environment_id=env.id, timeout=60)
+    assert result.run.status is RunStatus.PASS and result.run.step_results == ()
+
+
+async def test_the_log_of_a_run_in_progress_shows_its_progress(kit: scenariokit.Kit, site: Site) -> None:
+    env = await _env(kit, site)
+    scenario = await kit.scenarios.create(
+        {
+            "name": "slow",
+            "steps": [
+                {"execCode": "import asyncio\nprint('first half')\nawait asyncio.sleep(2.5)\nprint('second')"}
+            ],
+        }
+    )
+    await kit.start_runner()
+    run = await kit.runs.create({"scenarioId": str(scenario.id), "environmentId": str(env.id)})
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        detail = await kit.runs.get(run.id)
+        if detail.logs and any(line.message == "first half" for line in detail.logs.items):
+            break
+        await asyncio.sleep(0.1)
+    assert detail.run.status is RunStatus.IN_PROGRESS, "the log line must be readable before the run ends"
+    finished = await kit.runs.wait(run.id, 30)
+    assert finished.run.status is RunStatus.PASS
+
+
+async def test_a_failed_expect_records_its_message_a_screenshot_and_skips_the_rest(
+    kit: scenariokit.Kit, site: Site
+) -> None:
+    env = await _env(kit, site)
+    scenario = await kit.scenarios.create(
+        {
+            "name": "fails",
+            "steps": [
+                {"execCode": "await page.goto(helpers.getEnvUrl())"},
+                {"execCode": "await expect(page.get_by_text('Goodbye')).to_be_visible(timeout=300)"},
+                {"execCode": "print('never')"},
+            ],
+        }
+    )
+    result = await kit.run(scenario.id, environment_id=env.id, timeout=60)
+    run = result.run
+    assert run.status is RunStatus.FAIL and run.error is not None
+    assert run.error.kind is RunErrorKind.ASSERTION and "Goodbye" in run.error.message
+    assert run.error.step_id == scenario.steps[1].id
+    assert [r.status.value for r in run.step_results] == ["pass", "fail", "skipped"]
+    assert "step-2.png" in run.artifacts
+    path = await kit.runs.artifact(run.id, "step-2.png")
+    assert path.read_bytes().startswith(b"\x89PNG")
+
+
+async def test_a_linked_credential_is_readable_and_its_secret_never_logged(
+    kit: scenariokit.Kit, site: Site
+) -> None:
+    env = await _env(kit, site)
+    credential = await kit.credentials.create({"name": "admin", "username": "root", "secret": "s3cr3t-value"})
+    scenario = await kit.scenarios.create(
+        {
+            "name": "secret",
+            "credentials": [{"credentialId": str(credential.id), "alias": "admin"}],
+            "steps": [
+                {"execCode": "c = helpers.credentials['admin']\nprint(c.username, c.secret)"},
+                {"execCode": "raise RuntimeError('bad password ' + helpers.credentials['admin'].secret)"},
+            ],
+        }
+    )
+    result = await kit.run(scenario.id, environment_id=env.id, timeout=60)
+    messages = " ".join(line.message for line in result.logs.items)
+    assert "root ***" in messages and "s3cr3t-value" not in messages
+    assert result.run.error is not None and "***" in result.run.error.message
+    assert "s3cr3t-value" not in result.run.error.message
+    assert all("s3cr3t-value" not in (r.error or "") for r in result.run.step_results)
+
+
+async def test_a_running_run_is_cancelled_within_a_second(kit: scenariokit.Kit, site: Site) -> None:
+    env = await _env(kit, site)
+    scenario = await kit.scenarios.create(
+        {
+            "name": "long",
+            "steps": [
+                {
+                    "execCode": "import asyncio\nprint('started')\nawait asyncio.sleep(60)",
+                    "timeoutSeconds": 120,
+                }
+            ],
+        }
+    )
+    await kit.start_runner()
+    run = await kit.runs.create({"scenarioId": str(scenario.id), "environmentId": str(env.id)})
+    for _ in range(200):
+        detail = await kit.runs.get(run.id)
+        if detail.logs and detail.logs.total:
+            break
+        await asyncio.sleep(0.1)
+    began = time.monotonic()
+    await kit.runs.cancel(run.id)
+    finished = await kit.runs.wait(run.id, 10, poll_seconds=0.05)
+    assert time.monotonic() - began < 1.5
+    assert finished.run.status is RunStatus.FAIL and finished.run.error is not None
+    assert finished.run.error.kind is RunErrorKind.CANCELLED
+
+
+async def test_save_session_keeps_the_login_for_a_second_run(kit: scenariokit.Kit, site: Site) -> None:
+    env = await _env(kit, site)
+    login = await kit.scenarios.create(
+        {
+            "name": "log in",
+            "steps": [
+                {
+                    "execCode": "await page.goto(helpers.getEnvUrl() + 'login')\n"
+                    "await page.fill('#user', 'ann')\nawait page.fill('#password', 'pw')\n"
+                    "await page.click('#go')\nawait expect(page.locator('#status')).to_have_text('logged in')"
+                }
+            ],
+        }
+    )
+    first = await kit.run(login.id, environment_id=env.id, save_session=True, timeout=60)
+    assert first.run.status is RunStatus.PASS, first.run.error
+    session = first.session
+    assert (
+        session is not None and session.name == f"run-{first.run.id}" and session.status is SessionStatus.OPEN
+    )
+    assert session.token == "tok-ann-0123456789"
+    shown = session_json(kit.services.converter, session)
+    assert shown["token"] == "tok-…6789" and "storageState" not in shown and "cookies" not in str(shown)
+
+    home = await kit.scenarios.create(
+        {
+            "name": "home, logged in",
+            "steps": [
+                {
+                    "execCode": "await page.goto(helpers.getEnvUrl())\n"
+                    "await expect(page.locator('#status')).to_have_text('logged in')"
+                }
+            ],
+        }
+    )
+    second = await kit.run(home.id, environment_id=env.id, session_id=session.id, timeout=60)
+    assert second.run.status is RunStatus.PASS, second.run.error
+    fresh = await kit.run(home.id, environment_id=env.id, timeout=60)
+    assert fresh.run.status is RunStatus.FAIL, "without the session the page is logged out"
+
+    await kit.sessions.delete(session.id)
+    assert all(s.id != session.id for s in (await kit.sessions.list()).items)
