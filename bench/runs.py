@@ -102,19 +102,14 @@ async def main() -> None:
         many = await through_scenariokit(url, args.scenarios, cores)
     finally:
         await runner.cleanup()
-    per_minute = {
-        name: args.scenarios / seconds * 60
-        for name, seconds in [("bare", bare), ("one", one), ("many", many)]
-    }
+    rates = {"bare": args.scenarios / bare * 60, "one": args.scenarios / one * 60, "many": args.scenarios / many * 60}
     print(f"{args.scenarios} three-step scenarios, fresh browser per run, {cores} cores")
-    print(f"  bare Playwright script (sequential)      {per_minute['bare']:7.1f} runs/min   1.00x")
-    print(
-        f"  scenariokit, 1 worker                    {per_minute['one']:7.1f} runs/min   {per_minute['one'] / per_minute['bare']:.2f}x"
-    )
-    print(
-        f"  scenariokit, {cores} workers (default)        {per_minute['many']:7.1f} runs/min   {per_minute['many'] / per_minute['bare']:.2f}x"
-    )
-
+    for label, key in [
+        ("bare Playwright script (sequential)", "bare"),
+        ("scenariokit, 1 worker", "one"),
+        (f"scenariokit, {cores} workers (default)", "many"),
+    ]:
+        print(f"  {label:40s} {rates[key]:7.1f} runs/min   {rates[key] / rates['bare']:.2f}x")
 
 if __name__ == "__main__":
     asyncio.run(main())

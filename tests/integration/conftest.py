@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+
 import pytest
 import pytest_asyncio
 from aiohttp import web

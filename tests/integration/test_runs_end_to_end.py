@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any as Site  # the site fixture (tests/integration/conftest.py)
 
 import pytest
 
 import scenariokit
 from scenariokit.domain.model import RunErrorKind, RunStatus, SessionStatus
 from scenariokit.views import session_json
-
-from typing import Any as Site  # the site fixture (tests/integration/conftest.py)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
