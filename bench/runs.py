@@ -102,7 +102,7 @@ async def main() -> None:
         many = await through_scenariokit(url, args.scenarios, cores)
     finally:
         await runner.cleanup()
-    rates = {"bare": args.scenarios / bare * 60, "one": args.scenarios / one * 60, "many": args.scenarios / many * 60}
+    rates = {key: args.scenarios / seconds * 60 for key, seconds in [("bare", bare), ("one", one), ("many", many)]}
     print(f"{args.scenarios} three-step scenarios, fresh browser per run, {cores} cores")
     for label, key in [
         ("bare Playwright script (sequential)", "bare"),

@@ -221,6 +221,7 @@ class _Builder:
         self._seen.clear()
 
     def build(self, node: Node, where: str, lines: dict[str, int], path: str = "", depth: int = 0) -> Any:
+        """The plain data of ``node`` at ``path`` of the entity at ``where``; records field lines."""
         line = node.start_mark.line + 1
         at = f"{where}.{path}" if path and not path.startswith("[") else f"{where}{path}"
         if id(node) in self._active:
@@ -283,14 +284,15 @@ class _Builder:
             return str(node.value)  # JSON has no timestamps: a date stays the text it was written as
         try:
             value = self._constructor.construct_object(node, deep=True)
-        except (YAMLError, ValueError, TypeError) as exc:
-            raise refusal(at, line, f"not a valid {node.tag.removeprefix(_TAG)}: {exc}") from None
+        except (YAMLError, ValueError, TypeError):  # the value is not echoed: it may be a secret
+            raise refusal(at, line, f"not a valid {_tag_name(node.tag)} value") from None
         if isinstance(value, float) and not math.isfinite(value):
             raise refusal(at, line, "numbers must be finite (JSON has no NaN or infinity)")
         return value
 
 
-def _tag_name(tag: str) -> str:
+def _tag_name(tag: str | None) -> str:
+    tag = tag or "?"
     return "!!" + tag.removeprefix(_TAG) if tag.startswith(_TAG) else tag
 
 

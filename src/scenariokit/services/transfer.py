@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -32,7 +32,7 @@ from scenariokit.yaml_io import (
     snippet_document,
 )
 
-from .base import ServiceBase, require
+from .base import Context, ServiceBase, require
 from .catalog import CredentialService, EnvironmentService, SnippetService
 from .scenarios import ScenarioService
 
@@ -49,11 +49,6 @@ _INPUTS: dict[str, type] = {
     "environment": EnvironmentInput,
     "credential": CredentialInput,
     "snippet": SnippetInput,
-}
-_CATALOG: dict[str, type[Any]] = {
-    "environment": EnvironmentService,
-    "credential": CredentialService,
-    "snippet": SnippetService,
 }
 # What scenarios refer to is written before them (rule 7).
 _WRITE_ORDER = ("environment", "credential", "snippet", "scenario")
@@ -109,7 +104,7 @@ class _Refusals:
         )
 
 
-def _by_name(records: Sequence[Any]) -> list[Any]:
+def _by_name(records: Iterable[Any]) -> list[Any]:
     # Exports are ordered by what they show, not by when records were stored, so that exporting an
     # import of an export gives the same text.
     return sorted(records, key=lambda record: (getattr(record, "name", ""), str(record.id)))
@@ -122,11 +117,18 @@ def _dedupe(idents: Sequence[uuid.UUID]) -> list[uuid.UUID]:
 class TransferService(ServiceBase):
     """Export records to YAML and import YAML, upserting by id in one transaction."""
 
+    #: Largest YAML text an import takes, in bytes.
     max_bytes = MAX_YAML_BYTES
 
-    @property
-    def _scenarios(self) -> ScenarioService:
-        return ScenarioService(self.ctx)
+    def __init__(self, context: Context) -> None:
+        super().__init__(context)
+        # Imported records are built by the same rules as REST create and replace.
+        self._scenarios = ScenarioService(context)
+        self._catalog: dict[str, Any] = {
+            "environment": EnvironmentService(context),
+            "credential": CredentialService(context),
+            "snippet": SnippetService(context),
+        }
 
     # --- export ---------------------------------------------------------------------------------
 
@@ -162,18 +164,11 @@ class TransferService(ServiceBase):
         if include_environment:
             sections.append(("environments", [environment_document(conv, e) for e in _by_name(environments)]))
         if cred_ids:
+            creds = _by_name(credentials.values())
             sections.append(
-                (
-                    "credentials",
-                    [
-                        credential_document(conv, c, include_secret=include_secrets)
-                        for c in _by_name(list(credentials.values()))
-                    ],
-                )
+                ("credentials", [credential_document(conv, c, include_secret=include_secrets) for c in creds])
             )
-        sections.append(
-            ("scenarios", [scenario_document(conv, s) for s in _by_name(list(scenarios.values()))])
-        )
+        sections.append(("scenarios", [scenario_document(conv, s) for s in _by_name(scenarios.values())]))
         return await asyncio.to_thread(dump_stream, sections)
 
     async def export_environment(self, ident: uuid.UUID, *, include_secrets: bool = False) -> str:
@@ -250,9 +245,8 @@ class TransferService(ServiceBase):
                     command = attrs.evolve(
                         command, steps=command.steps or (), credentials=command.credentials or ()
                     )
-                    self._scenarios._from_input(
-                        command
-                    )  # the domain's own checks (unique aliases, step ids …)
+                    # The domain's own checks too (unique aliases and step ids, bounds).
+                    self._scenarios._from_input(command)
             except ValidationError as exc:
                 for path, why in exc.errors.items():
                     refusals.add(entity, path, why)
@@ -330,7 +324,7 @@ class TransferService(ServiceBase):
                 record = self._record(item, old)
                 if kind == "snippet":
                     try:
-                        await SnippetService(self.ctx).check(uow, record, old)
+                        await self._catalog["snippet"].check(uow, record, old)
                     except Conflict as exc:
                         raise Conflict(f"{item.entity.where} (line {item.entity.line}): {exc}") from None
                 if old is None:
@@ -351,8 +345,7 @@ class TransferService(ServiceBase):
         if item.kind == "scenario":
             record: Any = self._scenarios._from_input(item.command, old)
         else:
-            service: Any = _CATALOG[item.kind](self.ctx)
-            record = service.build(item.command, old)
+            record = self._catalog[item.kind].build(item.command, old)
         if old is not None:
             return attrs.evolve(record, updated_at=max(utcnow(), old.updated_at))
         return attrs.evolve(record, id=item.ident) if item.ident is not None else record
