@@ -102,7 +102,8 @@ async def main() -> None:
         many = await through_scenariokit(url, args.scenarios, cores)
     finally:
         await runner.cleanup()
-    rates = {key: args.scenarios / seconds * 60 for key, seconds in [("bare", bare), ("one", one), ("many", many)]}
+    seconds = {"bare": bare, "one": one, "many": many}
+    rates = {key: args.scenarios / took * 60 for key, took in seconds.items()}
     print(f"{args.scenarios} three-step scenarios, fresh browser per run, {cores} cores")
     for label, key in [
         ("bare Playwright script (sequential)", "bare"),

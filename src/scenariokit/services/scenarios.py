@@ -78,7 +78,8 @@ class ScenarioService(ServiceBase):
         await uow.commit()
         return new
 
-    def _from_input(self, data: ScenarioInput, base: Scenario | None = None) -> Scenario:
+    def scenario_from_input(self, data: ScenarioInput, base: Scenario | None = None) -> Scenario:
+        """The scenario a checked input describes, laid over ``base`` when updating one."""
         try:
             fields: dict[str, Any] = {
                 "name": data.name.strip(),
@@ -113,7 +114,7 @@ class ScenarioService(ServiceBase):
     async def create(self, data: ScenarioInput | Mapping[str, Any]) -> Scenario:
         """Create a scenario, with its steps and credential links when given."""
         command = self.ctx.structure(data, ScenarioInput, what="scenario")
-        scenario = self._from_input(command)
+        scenario = self.scenario_from_input(command)
         async with self.ctx.uow() as uow:
             await self._check_references(uow, command.environment_id, command.credentials)
             if command.steps and any(s.id for s in command.steps):
@@ -128,7 +129,7 @@ class ScenarioService(ServiceBase):
         async with self.ctx.uow() as uow:
             old = await self._get(uow, scenario_id)
             await self._check_references(uow, command.environment_id, command.credentials)
-            new = self._from_input(command, old)
+            new = self.scenario_from_input(command, old)
             if command.steps is not None:
                 known = {step.id for step in old.steps}
                 kept = [s if s.id in known else attrs.evolve(s, id=None) for s in command.steps]

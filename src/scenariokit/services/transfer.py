@@ -246,7 +246,7 @@ class TransferService(ServiceBase):
                         command, steps=command.steps or (), credentials=command.credentials or ()
                     )
                     # The domain's own checks too (unique aliases and step ids, bounds).
-                    self._scenarios._from_input(command)
+                    self._scenarios.scenario_from_input(command)
             except ValidationError as exc:
                 for path, why in exc.errors.items():
                     refusals.add(entity, path, why)
@@ -343,7 +343,7 @@ class TransferService(ServiceBase):
     def _record(self, item: _Item, old: Any) -> Any:
         """The record an imported entity describes, built by the same rules as REST create/replace."""
         if item.kind == "scenario":
-            record: Any = self._scenarios._from_input(item.command, old)
+            record: Any = self._scenarios.scenario_from_input(item.command, old)
         else:
             record = self._catalog[item.kind].build(item.command, old)
         if old is not None:
