@@ -1,0 +1,220 @@
+"""The application factory: middlewares, routes, OpenAPI docs, CORS and the resources' lifecycles."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+
+import aiohttp_cors
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+from scenariokit.bootstrap import open_services
+from scenariokit.services import Services
+from scenariokit_server import keys
+from scenariokit_server.errors import problem_middleware
+from scenariokit_server.openapi import setup_openapi
+from scenariokit_server.settings import Settings, UnsafeBindError
+from scenariokit_server.views import (
+    API_PREFIX,
+    credentials,
+    environments,
+    health,
+    links,
+    runs,
+    scenarios,
+    sessions,
+    snippets,
+    steps,
+    transfer,
+)
+
+CleanupContext = Callable[[web.Application], AsyncIterator[None]]
+
+#: Paths that need a bearer token when tokens are configured (``/mcp`` is mounted by its own module).
+PROTECTED_PREFIXES = (API_PREFIX, "/mcp")
+REALM = "scenariokit"
+
+
+def create_app(settings: Settings, *, services: Services | None = None) -> web.Application:
+    """The aiohttp application of the REST service.
+
+    Without ``services`` the store named by the settings is opened at startup and closed at cleanup;
+    with them, the caller owns their store.
+    """
+    app = web.Application(
+        middlewares=[problem_middleware, bearer_auth(settings.api_tokens)],
+        client_max_size=settings.max_body_bytes,
+    )
+    app[keys.SETTINGS] = settings
+    if services is not None:
+        app[keys.SERVICES] = services
+    app.cleanup_ctx.extend(_lifecycles(settings, services))
+    setup_routes(app)
+    setup_openapi(app, settings, version=health.service_version())  # documents the routes added so far
+    setup_cors(app, settings.cors_origins)  # covers every route added so far
+    return app
+
+
+def _lifecycles(settings: Settings, services: Services | None) -> list[CleanupContext]:
+    """What the app opens at startup and closes at cleanup, in order (closed in reverse)."""
+    lifecycles: list[CleanupContext] = []
+    if services is None:
+        lifecycles.append(partial(_open_services, settings))
+    return lifecycles
+
+
+async def _open_services(settings: Settings, app: web.Application) -> AsyncIterator[None]:
+    async with open_services(settings) as services:
+        app[keys.SERVICES] = services
+        yield
+
+
+def _route_table() -> list[tuple[str, str, Handler]]:
+    """Every route. Routes of one path stay together; fixed segments come before ``{id}`` ones."""
+    scenario = f"{API_PREFIX}/scenarios/{{id}}"
+    return [
+        ("GET", "/health", health.health),
+        ("GET", f"{API_PREFIX}/scenarios", scenarios.list_scenarios),
+        ("POST", f"{API_PREFIX}/scenarios", scenarios.create_scenario),
+        ("GET", f"{API_PREFIX}/scenarios/export", transfer.export_scenarios),
+        ("POST", f"{API_PREFIX}/scenarios/import", transfer.import_scenarios),
+        ("GET", scenario, scenarios.get_scenario),
+        ("PATCH", scenario, scenarios.patch_scenario),
+        ("PUT", scenario, scenarios.put_scenario),
+        ("DELETE", scenario, scenarios.delete_scenario),
+        ("GET", f"{scenario}/export", transfer.export_scenario),
+        ("GET", f"{scenario}/runs", scenarios.list_scenario_runs),
+        ("GET", f"{scenario}/steps", steps.list_steps),
+        ("POST", f"{scenario}/steps", steps.create_step),
+        ("PUT", f"{scenario}/steps/order", steps.reorder_steps),
+        ("GET", f"{scenario}/steps/{{stepId}}", steps.get_step),
+        ("PATCH", f"{scenario}/steps/{{stepId}}", steps.patch_step),
+        ("PUT", f"{scenario}/steps/{{stepId}}", steps.put_step),
+        ("DELETE", f"{scenario}/steps/{{stepId}}", steps.delete_step),
+        ("GET", f"{scenario}/credentials", links.list_links),
+        ("POST", f"{scenario}/credentials", links.create_link),
+        ("GET", f"{scenario}/credentials/{{credentialId}}", links.get_link),
+        ("DELETE", f"{scenario}/credentials/{{credentialId}}", links.delete_link),
+        ("GET", f"{API_PREFIX}/environments", environments.list_environments),
+        ("POST", f"{API_PREFIX}/environments", environments.create_environment),
+        ("POST", f"{API_PREFIX}/environments/import", transfer.import_environments),
+        ("GET", f"{API_PREFIX}/environments/{{id}}", environments.get_environment),
+        ("PATCH", f"{API_PREFIX}/environments/{{id}}", environments.patch_environment),
+        ("PUT", f"{API_PREFIX}/environments/{{id}}", environments.put_environment),
+        ("DELETE", f"{API_PREFIX}/environments/{{id}}", environments.delete_environment),
+        ("GET", f"{API_PREFIX}/environments/{{id}}/export", transfer.export_environment),
+        ("GET", f"{API_PREFIX}/credentials", credentials.list_credentials),
+        ("POST", f"{API_PREFIX}/credentials", credentials.create_credential),
+        ("POST", f"{API_PREFIX}/credentials/import", transfer.import_credentials),
+        ("GET", f"{API_PREFIX}/credentials/{{id}}", credentials.get_credential),
+        ("PATCH", f"{API_PREFIX}/credentials/{{id}}", credentials.patch_credential),
+        ("PUT", f"{API_PREFIX}/credentials/{{id}}", credentials.put_credential),
+        ("DELETE", f"{API_PREFIX}/credentials/{{id}}", credentials.delete_credential),
+        ("GET", f"{API_PREFIX}/credentials/{{id}}/export", transfer.export_credential),
+        ("GET", f"{API_PREFIX}/snippets", snippets.list_snippets),
+        ("POST", f"{API_PREFIX}/snippets", snippets.create_snippet),
+        ("POST", f"{API_PREFIX}/snippets/import", transfer.import_snippets),
+        ("GET", f"{API_PREFIX}/snippets/{{id}}", snippets.get_snippet),
+        ("PATCH", f"{API_PREFIX}/snippets/{{id}}", snippets.patch_snippet),
+        ("PUT", f"{API_PREFIX}/snippets/{{id}}", snippets.put_snippet),
+        ("DELETE", f"{API_PREFIX}/snippets/{{id}}", snippets.delete_snippet),
+        ("GET", f"{API_PREFIX}/snippets/{{id}}/export", transfer.export_snippet),
+        ("GET", f"{API_PREFIX}/sessions", sessions.list_sessions),
+        ("GET", f"{API_PREFIX}/sessions/{{id}}", sessions.get_session),
+        ("DELETE", f"{API_PREFIX}/sessions/{{id}}", sessions.delete_session),
+        ("GET", f"{API_PREFIX}/run", runs.list_runs),
+        ("POST", f"{API_PREFIX}/run", runs.create_run),
+        ("GET", f"{API_PREFIX}/run/{{id}}", runs.get_run),
+        ("POST", f"{API_PREFIX}/run/{{id}}/cancel", runs.cancel_run),
+        ("GET", f"{API_PREFIX}/run/{{id}}/artifacts/{{name}}", runs.get_artifact),
+    ]
+
+
+def setup_routes(app: web.Application) -> None:
+    """Add every route of the service (GET routes answer no HEAD: the API has none)."""
+    for method, path, handler in _route_table():
+        app.router.add_route(method, path, handler)
+
+
+def setup_cors(app: web.Application, origins: tuple[str, ...]) -> None:
+    """Allow cross-origin calls from ``origins`` (``*`` for any) on every route but the docs' files.
+
+    Preflight is answered for every method of a route; ``Location`` is exposed so a frontend can follow
+    a create.
+    """
+    if not origins:
+        return
+    options = aiohttp_cors.ResourceOptions(
+        allow_credentials=False,
+        expose_headers=("Location",),
+        allow_headers=("Authorization", "Content-Type"),
+        allow_methods="*",
+        max_age=600,
+    )
+    cors = aiohttp_cors.setup(app, defaults={origin: options for origin in origins})
+    for route in list(app.router.routes()):
+        if not isinstance(route.resource, web.StaticResource):
+            cors.add(route)
+
+
+def bearer_auth(tokens: tuple[str, ...]) -> Middleware:
+    """A middleware requiring ``Authorization: Bearer <token>`` on protected paths when tokens are set.
+
+    CORS preflight (``OPTIONS``) passes: browsers send it without credentials.
+    """
+    expected = [token.encode() for token in tokens]
+
+    @web.middleware
+    async def require_bearer_token(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if expected and request.method != "OPTIONS" and request.path.startswith(PROTECTED_PREFIXES):
+            if not _token_matches(request.headers.get("Authorization", ""), expected):
+                raise web.HTTPUnauthorized(
+                    text="a valid 'Authorization: Bearer <token>' header is required",
+                    headers={"WWW-Authenticate": f'Bearer realm="{REALM}"'},
+                )
+        return await handler(request)
+
+    return require_bearer_token
+
+
+def _token_matches(header: str, expected: list[bytes]) -> bool:
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return False
+    candidate = given.strip().encode()
+    matched = False
+    for token in expected:  # every token is compared, so the time taken says nothing of which matched
+        matched |= hmac.compare_digest(candidate, token)
+    return matched
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable only from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(settings: Settings) -> None:
+    """Refuse to expose an unauthenticated API: a non-loopback host needs tokens or ``insecure``."""
+    if not is_loopback(settings.host) and not settings.api_tokens and not settings.insecure:
+        raise UnsafeBindError(
+            f"refusing to serve on {settings.host!r} without authentication: set SCENARIOKIT_API_TOKENS, "
+            "bind 127.0.0.1, or pass --insecure to allow anyone who can reach this address"
+        )
+
+
+def run_server(settings: Settings) -> None:
+    """Serve until interrupted, printing the URL; refuses an unsafe bind (see :func:`check_bind`)."""
+    check_bind(settings)
+
+    def announce(message: str) -> None:
+        print(message.replace("(Press CTRL+C", f"API docs at {settings.url}/docs\n(Press CTRL+C"), flush=True)
+
+    web.run_app(create_app(settings), host=settings.host, port=settings.port, print=announce)

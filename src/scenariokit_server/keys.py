@@ -1,0 +1,21 @@
+"""Typed application state: every ``web.AppKey`` of the server, with accessors."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from scenariokit.services import Services
+from scenariokit_server.settings import Settings
+
+SETTINGS = web.AppKey("settings", Settings)
+SERVICES = web.AppKey("services", Services)
+
+
+def settings(app: web.Application) -> Settings:
+    """The settings the application was created with."""
+    return app[SETTINGS]
+
+
+def services(request: web.Request) -> Services:
+    """The application services a request handler calls."""
+    return request.app[SERVICES]

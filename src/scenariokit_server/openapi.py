@@ -1,0 +1,244 @@
+"""The OpenAPI 3 document at ``/docs/openapi.json`` and the Swagger UI at ``/docs``.
+
+aiohttp-apispec collects what the ``@operation`` decorator records on each view and serves the
+document and Swagger UI. Version 3.0.0b2 builds an OpenAPI 2.0 ``APISpec`` and writes its own additions
+(``produces``, untyped path parameters) in the 2.0 form, so :func:`setup_openapi` gives it an OpenAPI
+3.0 ``APISpec`` before the routes are registered and :func:`_finish_document` rewrites those additions
+in the 3.0 form. Bodies and responses are documented in the 3.0 form through ``@docs``
+(``requestBody``, ``content``), since ``@request_schema``/``@response_schema`` write 2.0 body
+parameters. The library's validation middleware is not installed: request bodies are checked by
+scenariokit's own converter; the schemas only document.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from http import HTTPStatus
+from typing import Any, TypeVar
+
+from aiohttp import web
+from aiohttp_apispec import AiohttpApiSpec, docs
+from apispec import APISpec
+from marshmallow import Schema
+
+from scenariokit.queries import DEFAULT_LIMIT, MAX_LIMIT, MAX_PAGE, ListQuery, RunQuery
+from scenariokit_server import schemas
+from scenariokit_server.settings import Settings
+
+DOCS_PATH = "/docs"
+OPENAPI_PATH = "/docs/openapi.json"
+DOCS_STATIC_PATH = "/docs/static"
+OPENAPI_VERSION = "3.0.3"
+JSON = "application/json"
+YAML = "application/yaml"
+PROBLEM = "application/problem+json"
+YAML_TEXT: Mapping[str, Any] = {"type": "string", "description": "a YAML stream"}
+BINARY: Mapping[str, Any] = {"type": "string", "format": "binary"}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TAGS = (
+    {"name": "scenarios", "description": "Scenarios, their steps and credential links"},
+    {"name": "environments", "description": "Named key-value data step code reads"},
+    {"name": "credentials", "description": "Usernames and write-only secrets"},
+    {"name": "snippets", "description": "Reusable code called with runSnippet"},
+    {"name": "sessions", "description": "Browser sessions saved by runs"},
+    {"name": "runs", "description": "Queue, read and cancel runs; fetch their files"},
+    {"name": "transfer", "description": "YAML export and import"},
+    {"name": "health", "description": "Liveness of the service and its dependencies"},
+)
+
+
+#: Every error response refers to the one Problem component (registered by :func:`setup_openapi`).
+PROBLEM_REF: Mapping[str, Any] = {"$ref": "#/components/schemas/Problem"}
+
+
+def _problem_response(status: int | str, description: str | None = None) -> dict[str, Any]:
+    phrase = HTTPStatus(status).phrase if isinstance(status, int) else "Error"
+    return {"description": description or phrase, "content": {PROBLEM: {"schema": dict(PROBLEM_REF)}}}
+
+
+SchemaLike = type[Schema] | Schema | Mapping[str, Any]
+
+
+def operation(
+    tag: str,
+    summary: str,
+    *,
+    status: int = 200,
+    response: SchemaLike | None = None,
+    response_types: Sequence[str] = (JSON,),
+    body: SchemaLike | None = None,
+    body_type: str = JSON,
+    params: Sequence[Mapping[str, Any]] = (),
+    errors: Iterable[int] = (400,),
+    other_responses: Mapping[int, SchemaLike] | None = None,
+    description: str | None = None,
+) -> Callable[[F], F]:
+    """Document a view: its tag, summary, query parameters, body, success response and error statuses.
+
+    ``response``, ``body`` and ``other_responses`` (non-problem JSON answers by status) are marshmallow
+    schemas or plain JSON Schema mappings. Every operation also documents a ``default`` problem
+    response: any error is a problem document.
+    """
+    responses: dict[int | str, Any] = {}
+    if status == 204:
+        responses[204] = {"description": "Done; no body"}
+    else:
+        content = {media_type: {"schema": response} for media_type in response_types}
+        responses[status] = {"description": HTTPStatus(status).phrase, "content": content}
+    if status == 201:
+        responses[201]["headers"] = {
+            "Location": {"description": "URL of the new resource", "schema": {"type": "string"}}
+        }
+    for code in errors:
+        responses[code] = _problem_response(code)
+    for code, schema in (other_responses or {}).items():
+        responses[code] = {"description": HTTPStatus(code).phrase, "content": {JSON: {"schema": schema}}}
+    responses["default"] = _problem_response("default", "Problem details (RFC 9457)")
+    kwargs: dict[str, Any] = {
+        "tags": [tag],
+        "summary": summary,
+        "parameters": list(params),
+        "responses": responses,
+    }
+    if description:
+        kwargs["description"] = description
+    if body is not None:
+        kwargs["requestBody"] = {"required": True, "content": {body_type: {"schema": body}}}
+
+    def decorate(view: F) -> F:
+        documented: F = docs(operationId=view.__name__, **kwargs)(view)
+        return documented
+
+    return decorate
+
+
+def query_param(name: str, schema: Mapping[str, Any], description: str, **extra: Any) -> dict[str, Any]:
+    """One query parameter."""
+    return {
+        "in": "query",
+        "name": name,
+        "required": False,
+        "schema": dict(schema),
+        "description": description,
+        **extra,
+    }
+
+
+def list_params(query: type[ListQuery], *, exclude: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The query parameters of a paged list, from its query class (allowed ``orderBy`` and defaults)."""
+    order_by, order_dir = query.DEFAULT_ORDER
+    params = [
+        query_param(
+            "page", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1}, "1-based page"
+        ),
+        query_param(
+            "limit",
+            {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+            "items per page",
+        ),
+        query_param(
+            "orderBy", {"type": "string", "enum": list(query.ORDER_BY), "default": order_by}, "sort key"
+        ),
+        query_param(
+            "orderDir", {"type": "string", "enum": ["asc", "desc"], "default": order_dir}, "sort direction"
+        ),
+    ]
+    if issubclass(query, RunQuery):
+        params.append(
+            query_param("status", {"type": "string", "enum": ["in_progress", "pass", "fail"]}, "run status")
+        )
+        params.append(
+            query_param("scenarioId", {"type": "string", "format": "uuid"}, "runs of this scenario")
+        )
+    else:
+        params.append(
+            query_param("q", {"type": "string", "maxLength": 200}, "case-insensitive substring of the name")
+        )
+    return [param for param in params if param["name"] not in set(exclude)]
+
+
+def log_params() -> list[dict[str, Any]]:
+    """The query parameters paging and filtering a run's log."""
+    return [
+        query_param(
+            "page",
+            {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1},
+            "1-based page of the log",
+        ),
+        query_param(
+            "limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}, "log lines per page"
+        ),
+        query_param("q", {"type": "string"}, "case-insensitive substring of the log message"),
+    ]
+
+
+def export_params(*, scenarios: bool = False, many: bool = False) -> list[dict[str, Any]]:
+    """The query parameters of a YAML export."""
+    flag = {"type": "boolean", "default": False}
+    ids = {"type": "array", "items": {"type": "string", "format": "uuid"}}
+    params = []
+    if many:
+        params.append(
+            query_param("ids", ids, "scenarios to export (all when absent); repeat or comma-separate")
+        )
+    if scenarios:
+        params.append(query_param("includeEnvironment", flag, "add the scenarios' environments"))
+        params.append(query_param("credentialIds", ids, "credentials to add; repeat or comma-separate"))
+    params.append(query_param("includeSecrets", flag, "write credential secrets into the export"))
+    return params
+
+
+def setup_openapi(app: web.Application, settings: Settings, *, version: str) -> None:
+    """Serve the OpenAPI document of every route added so far, and Swagger UI.
+
+    This is what ``setup_aiohttp_apispec(app, ...)`` does (``AiohttpApiSpec(...).register(app)``),
+    spelled out so the OpenAPI 3.0 ``APISpec`` is in place before the routes are read.
+    """
+    registry = AiohttpApiSpec(
+        url=OPENAPI_PATH,
+        swagger_path=DOCS_PATH,
+        static_path=DOCS_STATIC_PATH,
+        title="scenariokit",
+        version=version,
+    )
+    registry.spec = APISpec(
+        title="scenariokit",
+        version=version,
+        openapi_version=OPENAPI_VERSION,
+        plugins=(registry.plugin,),
+        info={"description": "Store browser-automation test scenarios and run them in real Chromium."},
+        tags=list(TAGS),
+    )
+    registry.spec.components.schema("Problem", schema=schemas.Problem)
+    with warnings.catch_warnings():
+        # aiohttp-apispec keeps its state under plain string keys
+        warnings.simplefilter("ignore", web.NotAppKeyWarning)
+        registry.register(app, in_place=True)
+    _finish_document(app["swagger_dict"], bearer=bool(settings.api_tokens))
+
+
+def _finish_document(document: dict[str, Any], *, bearer: bool) -> None:
+    """Rewrite aiohttp-apispec's OpenAPI 2 additions in OpenAPI 3 form, and declare bearer auth."""
+    if bearer:
+        document.setdefault("components", {})["securitySchemes"] = {
+            "bearerAuth": {"type": "http", "scheme": "bearer"}
+        }
+    for path, operations in document.get("paths", {}).items():
+        for op in operations.values():
+            op.pop("produces", None)
+            op["parameters"] = [
+                _path_param(p) if p.get("in") == "path" else p for p in op.get("parameters", [])
+            ]
+            if bearer and (path.startswith("/api/") or path.startswith("/mcp")):
+                op["security"] = [{"bearerAuth": []}]
+                op["responses"]["401"] = _problem_response(401, "Missing or wrong bearer token")
+
+
+def _path_param(param: Mapping[str, Any]) -> dict[str, Any]:
+    name = param["name"]
+    is_id = name == "id" or name.endswith("Id")
+    schema = {"type": "string", "format": "uuid"} if is_id else {"type": "string"}
+    return {"in": "path", "name": name, "required": True, "schema": schema}

@@ -1,0 +1,277 @@
+"""Marshmallow schemas of the OpenAPI document, generated from the attrs classes.
+
+Each shape is stated once, on its attrs class: :mod:`scenariokit.domain.model` for responses and
+:mod:`scenariokit.inputs` for requests. :func:`schema_of` walks ``attrs.fields`` and the type hints and
+carries the attrs validators over as marshmallow validators, so the document shows the same bounds the
+converter enforces. The adjustments below mirror :mod:`scenariokit.views` (what a response hides or
+adds). These schemas document; they validate nothing: the converter does.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import types
+import typing
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+from marshmallow import Schema, fields, validate
+
+from scenariokit import inputs
+from scenariokit.domain import model
+
+#: The attrs validators of the model, as marshmallow validators plus the JSON Schema words they need.
+_VALIDATORS: dict[Callable[..., Any], tuple[validate.Validator, dict[str, Any]]] = {
+    model.required_text: (validate.Length(min=1, max=model.NAME_MAX), {}),
+    model.valid_timeout: (
+        validate.Range(min=0, max=model.MAX_TIMEOUT_SECONDS, min_inclusive=False),
+        {"exclusiveMinimum": True},
+    ),
+    model.valid_order: (validate.Range(min=1), {}),
+    model.valid_alias: (validate.Regexp(model.ALIAS_PATTERN.pattern), {}),
+}
+
+
+def _validators(field: attrs.Attribute[Any]) -> tuple[list[validate.Validator], dict[str, Any]]:
+    found: list[validate.Validator] = []
+    metadata: dict[str, Any] = {}
+    pending: list[Any] = [field.validator]
+    while pending:
+        item = pending.pop()
+        if item is None:
+            continue
+        pending.extend(getattr(item, "_validators", ()))  # attrs.validators.and_
+        pending.append(getattr(item, "validator", None))  # attrs.validators.optional
+        if item in _VALIDATORS:
+            validator, words = _VALIDATORS[item]
+            found.append(validator)
+            metadata.update(words)
+    return found, metadata
+
+
+def _field_of(hint: Any, nested: Mapping[type, type[Schema]], **options: Any) -> fields.Field:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        (inner,) = [arg for arg in args if arg is not type(None)]
+        return _field_of(inner, nested, allow_none=True, **options)
+    if origin is tuple:
+        return fields.List(_field_of(args[0], nested), **options)
+    if origin is dict or hint is dict:
+        return fields.Dict(keys=fields.String(), **options)
+    if attrs.has(hint):
+        return fields.Nested(nested[hint], **options)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        options["validate"] = [
+            validate.OneOf([member.value for member in hint]),
+            *(options.get("validate") or ()),
+        ]
+        return fields.String(**options)
+    simple: dict[Any, type[fields.Field]] = {
+        uuid.UUID: fields.UUID,
+        datetime.datetime: fields.DateTime,
+        bool: fields.Boolean,
+        int: fields.Integer,
+        float: fields.Float,
+        str: fields.String,
+    }
+    return simple.get(hint, fields.Raw)(**options)
+
+
+def schema_of(
+    cls: type,
+    *,
+    name: str | None = None,
+    response: bool = False,
+    exclude: tuple[str, ...] = (),
+    extra: Mapping[str, fields.Field] | None = None,
+    nested: Mapping[type, type[Schema]] | None = None,
+) -> type[Schema]:
+    """A schema of an attrs class with camelCase keys, named ``name`` (default: the class name).
+
+    In a response every field is present (``required``); in a request the fields without a default are.
+    """
+    hints = typing.get_type_hints(cls)
+    declared: dict[str, Any] = {}
+    for field in attrs.fields(cls):
+        if field.name in exclude:
+            continue
+        validators, metadata = _validators(field)
+        declared[field.name] = _field_of(
+            hints[field.name],
+            nested or {},
+            data_key=model.camel(field.name),
+            required=response or field.default is attrs.NOTHING,
+            validate=validators or None,
+            metadata=metadata,
+        )
+    declared.update(extra or {})
+    return type(f"{name or cls.__name__}Schema", (Schema,), declared)
+
+
+def page_of(item: type[Schema], name: str) -> type[Schema]:
+    """The paged list envelope of ``item``: ``items``, ``total``, ``page``, ``limit``."""
+    return Schema.from_dict(
+        {
+            "items": fields.List(fields.Nested(item), required=True),
+            "total": fields.Integer(required=True, validate=validate.Range(min=0)),
+            "page": fields.Integer(required=True, validate=validate.Range(min=1)),
+            "limit": fields.Integer(required=True, validate=validate.Range(min=1)),
+        },
+        name=f"{name}Schema",
+    )
+
+
+# --- responses ------------------------------------------------------------------------------------
+
+Step = schema_of(model.Step, response=True)
+CredentialLink = schema_of(model.CredentialLink, response=True)
+Scenario = schema_of(
+    model.Scenario, response=True, nested={model.Step: Step, model.CredentialLink: CredentialLink}
+)
+Environment = schema_of(model.Environment, response=True)
+Credential = schema_of(
+    model.Credential,
+    response=True,
+    exclude=("secret",),
+    extra={"has_secret": fields.Boolean(required=True, data_key="hasSecret")},
+)
+Snippet = schema_of(model.Snippet, response=True)
+Session = schema_of(
+    model.Session,
+    response=True,
+    exclude=("storage_state", "token"),
+    extra={
+        "token": fields.String(
+            required=True,
+            allow_none=True,
+            metadata={
+                "description": "masked: the first and last 4 characters around '…'; '…' alone when short"
+            },
+        )
+    },
+)
+RunError = schema_of(model.RunError, response=True)
+StepResult = schema_of(model.StepResult, response=True)
+ScenarioRef = Schema.from_dict(
+    {"id": fields.UUID(required=True), "name": fields.String(required=True)}, name="ScenarioRefSchema"
+)
+LogEntry = schema_of(model.RunLogEntry, name="LogEntry", response=True, exclude=("run_id",))
+LogPage = page_of(LogEntry, "LogPage")
+_RUN_VIEW_FIELDS = {
+    "scenario": fields.Nested(ScenarioRef, required=True),
+    "duration_ms": fields.Integer(required=True, allow_none=True, data_key="durationMs"),
+    "environment": fields.Nested(Environment, required=True, allow_none=True),
+    "session": fields.Nested(Session, required=True, allow_none=True),
+    "from_session_id": fields.UUID(
+        data_key="fromSessionId", metadata={"description": "the saved session the run started from"}
+    ),
+}
+Run = schema_of(
+    model.Run,
+    response=True,
+    exclude=("scenario_name", "source_session_id"),
+    extra=_RUN_VIEW_FIELDS,
+    nested={model.RunError: RunError, model.StepResult: StepResult},
+)
+RunDetail = schema_of(
+    model.Run,
+    name="RunDetail",
+    response=True,
+    exclude=("scenario_name", "source_session_id"),
+    extra={**_RUN_VIEW_FIELDS, "logs": fields.Nested(LogPage, required=True)},
+    nested={model.RunError: RunError, model.StepResult: StepResult},
+)
+ScenarioPage = page_of(Scenario, "ScenarioPage")
+EnvironmentPage = page_of(Environment, "EnvironmentPage")
+CredentialPage = page_of(Credential, "CredentialPage")
+SnippetPage = page_of(Snippet, "SnippetPage")
+SessionPage = page_of(Session, "SessionPage")
+RunPage = page_of(Run, "RunPage")
+
+
+ImportReport = Schema.from_dict(
+    {
+        "created": fields.Dict(
+            keys=fields.String(),
+            values=fields.List(fields.UUID()),
+            required=True,
+            metadata={"description": "ids created, per kind"},
+        ),
+        "updated": fields.Dict(
+            keys=fields.String(),
+            values=fields.List(fields.UUID()),
+            required=True,
+            metadata={"description": "ids overwritten, per kind"},
+        ),
+        "counts": fields.Nested(
+            Schema.from_dict(
+                {"created": fields.Integer(required=True), "updated": fields.Integer(required=True)},
+                name="ImportCountsSchema",
+            ),
+            required=True,
+        ),
+    },
+    name="ImportReportSchema",
+)
+Problem = Schema.from_dict(
+    {
+        "type": fields.String(required=True),
+        "title": fields.String(required=True),
+        "status": fields.Integer(required=True),
+        "detail": fields.String(required=True),
+        "errors": fields.Dict(
+            keys=fields.String(),
+            values=fields.String(),
+            metadata={"description": "what is wrong with each field, by its JSON path or parameter name"},
+        ),
+    },
+    name="ProblemSchema",
+)
+Health = Schema.from_dict(
+    {
+        "status": fields.String(required=True, validate=validate.OneOf(["ok", "degraded"])),
+        "version": fields.String(required=True),
+        "database": fields.String(required=True, validate=validate.OneOf(["ok", "unreachable"])),
+        "browser": fields.String(required=True, validate=validate.OneOf(["ok", "missing"])),
+    },
+    name="HealthSchema",
+)
+
+# --- requests ---------------------------------------------------------------------------------------
+
+StepInput = schema_of(inputs.StepInput)
+LinkInput = schema_of(inputs.LinkInput)
+ScenarioInput = schema_of(
+    inputs.ScenarioInput, nested={inputs.StepInput: StepInput, inputs.LinkInput: LinkInput}
+)
+StepOrderInput = schema_of(inputs.StepOrderInput)
+EnvironmentInput = schema_of(inputs.EnvironmentInput)
+CredentialInput = schema_of(
+    inputs.CredentialInput,
+    exclude=("secret",),
+    extra={
+        "secret": fields.String(
+            allow_none=True,
+            load_only=True,
+            metadata={
+                "description": "write-only; omitted or null on update keeps the stored secret, '' clears it"
+            },
+        )
+    },
+)
+SnippetInput = schema_of(inputs.SnippetInput)
+RunInput = schema_of(
+    inputs.RunInput,
+    exclude=("scenario_id", "environment_id"),
+    extra={
+        "scenario_id": fields.UUID(
+            data_key="scenarioId", metadata={"description": "required unless `scenario` is given"}
+        ),
+        "scenario": fields.UUID(metadata={"description": "the same as `scenarioId`"}),
+        "environment_id": fields.UUID(data_key="environmentId", required=True),
+    },
+)

@@ -1,0 +1,130 @@
+"""The REST views, one module per resource, and the few helpers every view uses to parse and answer.
+
+A view parses the request with these helpers, calls one application service and shapes the result
+with :mod:`scenariokit.views`. Errors are raised, never answered here: the problem middleware in
+:mod:`scenariokit_server.errors` turns them into responses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from aiohttp import web
+from multidict import MultiMapping
+
+from scenariokit.domain.errors import InvalidQuery, ValidationError
+
+API_PREFIX = "/api/v1"
+
+#: Text no store keeps: PostgreSQL refuses NUL, and no database encodes an unpaired surrogate.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_UNSTORABLE_MESSAGE = "must not contain NUL characters or unpaired surrogates"
+
+
+def path_id(request: web.Request, name: str = "id") -> uuid.UUID:
+    """The UUID in path segment ``name``; 400 naming it when it is not a UUID."""
+    raw = request.match_info[name]
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise ValidationError(
+            f"{name} in the path must be a UUID", {name: f"{raw!r} is not a UUID"}
+        ) from None
+
+
+async def json_body(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object.
+
+    400 when it is malformed, not an object, or holds text no store can keep (NUL, lone surrogates).
+    """
+    raw = await request.read()
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ValidationError("the request body is not valid JSON", {"$": str(exc)}) from None
+    if not isinstance(data, dict):
+        raise ValidationError("the request body must be a JSON object", {"$": "must be a JSON object"})
+    bad = _unstorable_text(data, "")
+    if bad is not None:
+        raise ValidationError("the request body holds unstorable text", {bad or "$": _UNSTORABLE_MESSAGE})
+    return data
+
+
+def _unstorable_text(value: Any, path: str) -> str | None:
+    """The JSON path of the first string (key or value) holding NUL or a lone surrogate, else None."""
+    if isinstance(value, str):
+        return path if _UNSTORABLE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            inner = f"{path}.{key}" if path else key
+            if _UNSTORABLE.search(key):
+                return inner
+            if (found := _unstorable_text(item, inner)) is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            if (found := _unstorable_text(item, f"{path}[{index}]")) is not None:
+                return found
+    return None
+
+
+def query_params(request: web.Request) -> MultiMapping[str]:
+    """The query-string parameters, refused (400) when one holds text no store keeps."""
+    for name, value in request.query.items():
+        if _UNSTORABLE.search(name) or _UNSTORABLE.search(value):
+            raise InvalidQuery(f"invalid {name}", {name: _UNSTORABLE_MESSAGE})
+    return request.query
+
+
+def only_params(params: Mapping[str, str], allowed: Iterable[str]) -> None:
+    """Refuse (400) query parameters outside ``allowed``."""
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise InvalidQuery("unknown query parameter", {name: "unknown query parameter" for name in unknown})
+
+
+def flag_param(params: MultiMapping[str], name: str) -> bool:
+    """A boolean query parameter: ``true|false|1|0`` (false when absent), else 400 naming it."""
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return False
+    value = {"true": True, "1": True, "false": False, "0": False}.get(raw.lower())
+    if value is None:
+        raise InvalidQuery(f"invalid {name}", {name: "must be one of: true, false, 1, 0"})
+    return value
+
+
+def ids_param(params: MultiMapping[str], name: str) -> list[uuid.UUID] | None:
+    """A list of UUIDs given as a repeated and/or comma-separated parameter; None when absent."""
+    parts = [part.strip() for raw in params.getall(name, []) for part in raw.split(",")]
+    parts = [part for part in parts if part]
+    if not parts:
+        return None
+    try:
+        return [uuid.UUID(part) for part in parts]
+    except ValueError:
+        raise InvalidQuery(f"invalid {name}", {name: "must be UUIDs, repeated or comma-separated"}) from None
+
+
+def ok(data: Any) -> web.Response:
+    """200 with a JSON body."""
+    return web.json_response(data)
+
+
+def created(data: Any, location: str) -> web.Response:
+    """201 with the new resource and its URL in ``Location``."""
+    return web.json_response(data, status=201, headers={"Location": location})
+
+
+def no_content() -> web.Response:
+    """204 with an empty body."""
+    return web.Response(status=204)
+
+
+def yaml_response(text: str) -> web.Response:
+    """200 with a YAML document."""
+    return web.Response(text=text, content_type="application/yaml")

@@ -1,0 +1,90 @@
+"""``/api/v1/environments``: named key-value data that step code reads."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from scenariokit import views as shape
+from scenariokit.queries import EnvironmentQuery
+from scenariokit_server import keys, schemas
+from scenariokit_server.openapi import list_params, operation
+from scenariokit_server.views import API_PREFIX, created, json_body, no_content, ok, path_id, query_params
+
+
+@operation(
+    "environments",
+    "List environments",
+    response=schemas.EnvironmentPage,
+    params=list_params(EnvironmentQuery),
+)
+async def list_environments(request: web.Request) -> web.Response:
+    """One page of environments."""
+    services = keys.services(request)
+    page = await services.environments.list(EnvironmentQuery.from_params(query_params(request)))
+    return ok(shape.page_json(page, lambda item: shape.environment_json(services.converter, item)))
+
+
+@operation(
+    "environments",
+    "Create an environment",
+    description="`data` is any JSON object.",
+    status=201,
+    body=schemas.EnvironmentInput,
+    response=schemas.Environment,
+    errors=(400, 413),
+)
+async def create_environment(request: web.Request) -> web.Response:
+    """Create an environment."""
+    services = keys.services(request)
+    environment = await services.environments.create(await json_body(request))
+    location = f"{API_PREFIX}/environments/{environment.id}"
+    return created(shape.environment_json(services.converter, environment), location)
+
+
+@operation("environments", "Read an environment", response=schemas.Environment, errors=(400, 404))
+async def get_environment(request: web.Request) -> web.Response:
+    """One environment."""
+    services = keys.services(request)
+    environment = await services.environments.get(path_id(request))
+    return ok(shape.environment_json(services.converter, environment))
+
+
+@operation(
+    "environments",
+    "Change some fields of an environment",
+    body=schemas.EnvironmentInput(partial=True),
+    response=schemas.Environment,
+    errors=(400, 404, 413),
+)
+async def patch_environment(request: web.Request) -> web.Response:
+    """Partial update: fields not named keep their value (``data`` is replaced whole)."""
+    services = keys.services(request)
+    environment = await services.environments.update(path_id(request), await json_body(request))
+    return ok(shape.environment_json(services.converter, environment))
+
+
+@operation(
+    "environments",
+    "Replace an environment",
+    body=schemas.EnvironmentInput,
+    response=schemas.Environment,
+    errors=(400, 404, 413),
+)
+async def put_environment(request: web.Request) -> web.Response:
+    """Full update."""
+    services = keys.services(request)
+    environment = await services.environments.replace(path_id(request), await json_body(request))
+    return ok(shape.environment_json(services.converter, environment))
+
+
+@operation(
+    "environments",
+    "Delete an environment",
+    description="Scenarios using it as their default are unlinked; runs against it stay readable.",
+    status=204,
+    errors=(400, 404),
+)
+async def delete_environment(request: web.Request) -> web.Response:
+    """Delete an environment."""
+    await keys.services(request).environments.delete(path_id(request))
+    return no_content()

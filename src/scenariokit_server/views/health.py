@@ -1,0 +1,62 @@
+"""``/health``: whether the service, its database and a browser for runs are there."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+from importlib.metadata import PackageNotFoundError, version
+
+from aiohttp import web
+
+from scenariokit_server import keys, schemas
+from scenariokit_server.openapi import operation
+
+log = logging.getLogger(__name__)
+PING_TIMEOUT_SECONDS = 5.0
+
+
+def service_version() -> str:
+    """The installed scenariokit version."""
+    try:
+        return version("scenariokit")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def browser_status() -> str:
+    """``"ok"`` when runs have a browser to use, else ``"missing"``."""
+    try:
+        from scenariokit.runner.browser import browser_status as discover
+    except ImportError:  # a library without the runner: look where discovery would
+        configured = os.environ.get("SCENARIOKIT_BROWSER_PATH")
+        found = (configured and os.access(configured, os.X_OK)) or shutil.which("chromium")
+        return "ok" if found else "missing"
+    return discover()
+
+
+@operation(
+    "health",
+    "Liveness of the service, its database and the browser",
+    description="503 with `database` `unreachable` and `status` `degraded` when the database "
+    "does not answer.",
+    response=schemas.Health,
+    errors=(),
+    other_responses={503: schemas.Health},
+)
+async def health(request: web.Request) -> web.Response:
+    """200 when the database answers, 503 otherwise; says whether a browser was found."""
+    database = "ok"
+    try:
+        await asyncio.wait_for(keys.services(request).store.ping(), PING_TIMEOUT_SECONDS)
+    except Exception as exc:  # any failure to answer is "unreachable"; the reason goes to the log
+        log.warning("health: the database does not answer: %s: %s", type(exc).__name__, exc)
+        database = "unreachable"
+    body = {
+        "status": "ok" if database == "ok" else "degraded",
+        "version": service_version(),
+        "database": database,
+        "browser": browser_status(),
+    }
+    return web.json_response(body, status=200 if database == "ok" else 503)

@@ -1,0 +1,85 @@
+"""``/api/v1/run``: queue runs, list and read them with their logs, cancel them, fetch their files."""
+
+from __future__ import annotations
+
+import mimetypes
+import uuid
+
+from aiohttp import web
+
+from scenariokit import views as shape
+from scenariokit.queries import LogQuery, RunQuery
+from scenariokit_server import keys, schemas
+from scenariokit_server.openapi import BINARY, list_params, log_params, operation
+from scenariokit_server.views import API_PREFIX, created, json_body, ok, path_id, query_params
+
+_ARTIFACT_TYPES = {".png": "image/png", ".zip": "application/zip"}
+
+
+async def _detail(request: web.Request, run_id: uuid.UUID, logs: LogQuery | None = None) -> dict[str, object]:
+    services = keys.services(request)
+    return shape.run_detail_json(services.converter, await services.runs.get(run_id, logs))
+
+
+@operation("runs", "List all runs", response=schemas.RunPage, params=list_params(RunQuery))
+async def list_runs(request: web.Request) -> web.Response:
+    """One page of runs, newest first unless ``orderBy``/``orderDir`` say otherwise."""
+    services = keys.services(request)
+    page = await services.runs.list(RunQuery.from_params(query_params(request)))
+    return ok(shape.page_json(page, lambda run: shape.run_json(services.converter, run)))
+
+
+@operation(
+    "runs",
+    "Queue a run",
+    description="The run starts `in_progress`; `environmentId` is required.",
+    status=201,
+    body=schemas.RunInput,
+    response=schemas.RunDetail,
+    errors=(400, 413),
+)
+async def create_run(request: web.Request) -> web.Response:
+    """Queue a run of a scenario against an environment."""
+    run = await keys.services(request).runs.create(await json_body(request))
+    return created(await _detail(request, run.id), f"{API_PREFIX}/run/{run.id}")
+
+
+@operation(
+    "runs",
+    "Read a run with its environment, session, step results and a page of its log",
+    response=schemas.RunDetail,
+    params=log_params(),
+    errors=(400, 404),
+)
+async def get_run(request: web.Request) -> web.Response:
+    """One run; ``page``/``limit`` page its log and ``q`` filters it."""
+    return ok(await _detail(request, path_id(request), LogQuery.from_params(query_params(request))))
+
+
+@operation(
+    "runs",
+    "Cancel a run in progress",
+    description="The run ends `fail` with `error.kind` `cancelled`; a finished run gives 409.",
+    response=schemas.RunDetail,
+    errors=(400, 404, 409),
+)
+async def cancel_run(request: web.Request) -> web.Response:
+    """Stop a run."""
+    run = await keys.services(request).runs.cancel(path_id(request))
+    return ok(await _detail(request, run.id))
+
+
+@operation(
+    "runs",
+    "Download a file the run recorded",
+    description="Screenshots (PNG) of failed steps and Playwright traces (zip).",
+    response=BINARY,
+    response_types=("image/png", "application/zip", "application/octet-stream"),
+    errors=(400, 404),
+)
+async def get_artifact(request: web.Request) -> web.StreamResponse:
+    """Stream an artifact file with its content type."""
+    name = request.match_info["name"]
+    path = await keys.services(request).runs.artifact(path_id(request), name)
+    content_type = _ARTIFACT_TYPES.get(path.suffix.lower()) or mimetypes.guess_type(name)[0]
+    return web.FileResponse(path, headers={"Content-Type": content_type or "application/octet-stream"})

@@ -1,0 +1,100 @@
+"""``/api/v1/scenarios``: list, create, read, update and delete scenarios, and list one's runs."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from scenariokit import views as shape
+from scenariokit.queries import RunQuery, ScenarioQuery
+from scenariokit_server import keys, schemas
+from scenariokit_server.openapi import list_params, operation
+from scenariokit_server.views import API_PREFIX, created, json_body, no_content, ok, path_id, query_params
+
+
+@operation("scenarios", "List scenarios", response=schemas.ScenarioPage, params=list_params(ScenarioQuery))
+async def list_scenarios(request: web.Request) -> web.Response:
+    """One page of scenarios."""
+    services = keys.services(request)
+    page = await services.scenarios.list(ScenarioQuery.from_params(query_params(request)))
+    return ok(shape.page_json(page, lambda item: shape.scenario_json(services.converter, item)))
+
+
+@operation(
+    "scenarios",
+    "Create a scenario",
+    description="The body may hold the scenario's `steps` and credential links (`credentials`).",
+    status=201,
+    body=schemas.ScenarioInput,
+    response=schemas.Scenario,
+    errors=(400, 413),
+)
+async def create_scenario(request: web.Request) -> web.Response:
+    """Create a scenario, with its steps and credential links when given."""
+    services = keys.services(request)
+    scenario = await services.scenarios.create(await json_body(request))
+    return created(shape.scenario_json(services.converter, scenario), f"{API_PREFIX}/scenarios/{scenario.id}")
+
+
+@operation(
+    "scenarios",
+    "Read a scenario with its steps and credential links",
+    response=schemas.Scenario,
+    errors=(400, 404),
+)
+async def get_scenario(request: web.Request) -> web.Response:
+    """One scenario."""
+    services = keys.services(request)
+    scenario = await services.scenarios.get(path_id(request))
+    return ok(shape.scenario_json(services.converter, scenario))
+
+
+@operation(
+    "scenarios",
+    "Change some fields of a scenario",
+    body=schemas.ScenarioInput(partial=True),
+    response=schemas.Scenario,
+    errors=(400, 404, 413),
+)
+async def patch_scenario(request: web.Request) -> web.Response:
+    """Partial update: fields not named keep their value."""
+    services = keys.services(request)
+    scenario = await services.scenarios.update(path_id(request), await json_body(request))
+    return ok(shape.scenario_json(services.converter, scenario))
+
+
+@operation(
+    "scenarios",
+    "Replace a scenario",
+    description="Steps and credential links are replaced too when the body gives them.",
+    body=schemas.ScenarioInput,
+    response=schemas.Scenario,
+    errors=(400, 404, 413),
+)
+async def put_scenario(request: web.Request) -> web.Response:
+    """Full update."""
+    services = keys.services(request)
+    scenario = await services.scenarios.replace(path_id(request), await json_body(request))
+    return ok(shape.scenario_json(services.converter, scenario))
+
+
+@operation("scenarios", "Delete a scenario with its steps, links and runs", status=204, errors=(400, 404))
+async def delete_scenario(request: web.Request) -> web.Response:
+    """Delete a scenario."""
+    await keys.services(request).scenarios.delete(path_id(request))
+    return no_content()
+
+
+@operation(
+    "runs",
+    "List the runs of one scenario",
+    response=schemas.RunPage,
+    params=list_params(RunQuery, exclude=("scenarioId",)),
+    errors=(400, 404),
+)
+async def list_scenario_runs(request: web.Request) -> web.Response:
+    """One page of the runs of one scenario."""
+    services = keys.services(request)
+    page = await services.runs.list_for_scenario(
+        path_id(request), RunQuery.from_params(query_params(request))
+    )
+    return ok(shape.page_json(page, lambda run: shape.run_json(services.converter, run)))

@@ -1,0 +1,94 @@
+"""``/api/v1/scenarios/{id}/steps``: a scenario's steps, one by one, and their order."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from scenariokit import views as shape
+from scenariokit_server import keys, schemas
+from scenariokit_server.openapi import operation
+from scenariokit_server.views import API_PREFIX, created, json_body, no_content, ok, path_id
+
+
+@operation(
+    "scenarios", "List a scenario's steps in order", response=schemas.Step(many=True), errors=(400, 404)
+)
+async def list_steps(request: web.Request) -> web.Response:
+    """Every step of a scenario, ordered by ``order`` (not paged)."""
+    services = keys.services(request)
+    steps = await services.scenarios.list_steps(path_id(request))
+    return ok([shape.step_json(services.converter, step) for step in steps])
+
+
+@operation(
+    "scenarios",
+    "Add a step",
+    description="At `order` when given (later steps move down), else at the end.",
+    status=201,
+    body=schemas.StepInput,
+    response=schemas.Step,
+    errors=(400, 404, 413),
+)
+async def create_step(request: web.Request) -> web.Response:
+    """Add a step to a scenario."""
+    services = keys.services(request)
+    scenario_id = path_id(request)
+    step = await services.scenarios.add_step(scenario_id, await json_body(request))
+    location = f"{API_PREFIX}/scenarios/{scenario_id}/steps/{step.id}"
+    return created(shape.step_json(services.converter, step), location)
+
+
+@operation("scenarios", "Read a step", response=schemas.Step, errors=(400, 404))
+async def get_step(request: web.Request) -> web.Response:
+    """One step."""
+    services = keys.services(request)
+    step = await services.scenarios.get_step(path_id(request), path_id(request, "stepId"))
+    return ok(shape.step_json(services.converter, step))
+
+
+@operation(
+    "scenarios",
+    "Change some fields of a step",
+    body=schemas.StepInput(partial=True),
+    response=schemas.Step,
+    errors=(400, 404, 413),
+)
+async def patch_step(request: web.Request) -> web.Response:
+    """Partial update of a step; a new ``order`` moves it."""
+    services = keys.services(request)
+    scenario_id, step_id = path_id(request), path_id(request, "stepId")
+    step = await services.scenarios.update_step(scenario_id, step_id, await json_body(request))
+    return ok(shape.step_json(services.converter, step))
+
+
+@operation(
+    "scenarios", "Replace a step", body=schemas.StepInput, response=schemas.Step, errors=(400, 404, 413)
+)
+async def put_step(request: web.Request) -> web.Response:
+    """Full update of a step; a new ``order`` moves it."""
+    services = keys.services(request)
+    scenario_id, step_id = path_id(request), path_id(request, "stepId")
+    step = await services.scenarios.replace_step(scenario_id, step_id, await json_body(request))
+    return ok(shape.step_json(services.converter, step))
+
+
+@operation("scenarios", "Delete a step; the steps after it move up", status=204, errors=(400, 404))
+async def delete_step(request: web.Request) -> web.Response:
+    """Delete a step."""
+    await keys.services(request).scenarios.delete_step(path_id(request), path_id(request, "stepId"))
+    return no_content()
+
+
+@operation(
+    "scenarios",
+    "Reorder a scenario's steps",
+    description="`stepIds` names every step of the scenario once; they are renumbered 1..n in that order.",
+    body=schemas.StepOrderInput,
+    response=schemas.Step(many=True),
+    errors=(400, 404, 413),
+)
+async def reorder_steps(request: web.Request) -> web.Response:
+    """Put the steps in the given order."""
+    services = keys.services(request)
+    steps = await services.scenarios.reorder_steps(path_id(request), await json_body(request))
+    return ok([shape.step_json(services.converter, step) for step in steps])

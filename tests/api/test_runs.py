@@ -1,0 +1,154 @@
+"""Runs: queueing, reading with a paged and filtered log, cancelling, and their files."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from api_support import API, Client, both_backends, created, problem_of
+
+from scenariokit.domain.model import RunLogEntry, utcnow
+from scenariokit.runner.job import RunFinished
+from scenariokit.services import Services
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+RUN_FIELDS = {
+    *("id", "scenarioId", "scenario", "environmentId", "environment", "saveSession", "sessionId", "session"),
+    *("status", "error", "stepResults", "artifacts", "createdAt", "startedAt", "finishedAt", "durationMs"),
+}
+
+
+@pytest.fixture
+async def targets(client: Client) -> dict[str, Any]:
+    """A scenario with two steps and an environment to run it against."""
+    environment = await created(client, f"{API}/environments", {"name": "local", "data": {"url": "http://x"}})
+    steps = [{"execCode": "pass", "title": "one"}, {"execCode": "pass", "title": "two"}]
+    scenario = await created(client, f"{API}/scenarios", {"name": "smoke", "steps": steps})
+    return {"scenario": scenario, "environment": environment}
+
+
+async def _run(client: Client, targets: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    body = {"scenarioId": targets["scenario"]["id"], "environmentId": targets["environment"]["id"], **extra}
+    return await created(client, f"{API}/run", body)
+
+
+@both_backends
+async def test_create_read_and_cancel_a_run(client: Client, targets: dict[str, Any]) -> None:
+    run = await _run(client, targets, saveSession=True)
+    assert run["status"] == "in_progress" and run["saveSession"] is True
+    assert set(run) == RUN_FIELDS | {"logs"}
+    assert run["scenario"] == {"id": targets["scenario"]["id"], "name": "smoke"}
+    assert run["environment"] == targets["environment"]
+    assert run["error"] is None and run["session"] is None and run["durationMs"] is None
+
+    read = await client.get(f"{API}/run/{run['id']}")
+    assert read.status == 200
+    assert (await read.json())["logs"] == {"items": [], "total": 0, "page": 1, "limit": 100}
+
+    cancelled = await client.post(f"{API}/run/{run['id']}/cancel")
+    assert cancelled.status == 200
+    body = await cancelled.json()
+    assert body["status"] == "fail" and body["error"]["kind"] == "cancelled"
+    assert [r["status"] for r in body["stepResults"]] == ["skipped", "skipped"]
+    assert body["finishedAt"] is not None and body["durationMs"] is not None
+
+    problem = await problem_of(await client.post(f"{API}/run/{run['id']}/cancel"), 409)
+    assert "finished" in problem["detail"]
+
+
+async def test_scenario_is_accepted_for_scenario_id(client: Client, targets: dict[str, Any]) -> None:
+    body = {"scenario": targets["scenario"]["id"], "environmentId": targets["environment"]["id"]}
+    run = await created(client, f"{API}/run", body)
+    assert run["scenarioId"] == targets["scenario"]["id"]
+
+
+async def test_run_creation_validates_its_references(client: Client, targets: dict[str, Any]) -> None:
+    scenario_id = targets["scenario"]["id"]
+    problem = await problem_of(await client.post(f"{API}/run", json={"scenarioId": scenario_id}), 400)
+    assert "environmentId" in problem["errors"]
+    body = {"scenarioId": str(uuid.uuid4()), "environmentId": targets["environment"]["id"]}
+    assert "scenarioId" in (await problem_of(await client.post(f"{API}/run", json=body), 400))["errors"]
+    body = {"scenarioId": scenario_id, "environmentId": str(uuid.uuid4())}
+    assert "environmentId" in (await problem_of(await client.post(f"{API}/run", json=body), 400))["errors"]
+    body = {"scenarioId": scenario_id, "environmentId": targets["environment"]["id"], "saveSession": "yes"}
+    assert "saveSession" in (await problem_of(await client.post(f"{API}/run", json=body), 400))["errors"]
+
+
+async def test_run_logs_are_paged_and_filtered(
+    client: Client, services: Services, targets: dict[str, Any]
+) -> None:
+    run = await _run(client, targets)
+    run_id = uuid.UUID(run["id"])
+    lines = [f"step {i}: clicked" if i % 5 else f"step {i}: Timeout waiting" for i in range(1, 26)]
+    await services.runs.append_logs([RunLogEntry(run_id=run_id, message=line) for line in lines])
+
+    page = (await (await client.get(f"{API}/run/{run_id}", params={"limit": "10", "page": "2"})).json())[
+        "logs"
+    ]
+    assert (page["total"], page["page"], page["limit"]) == (25, 2, 10)
+    assert [entry["message"] for entry in page["items"]] == lines[10:20]
+    assert set(page["items"][0]) == {"message", "level", "stepId", "at", "seq"}
+
+    found = (await (await client.get(f"{API}/run/{run_id}", params={"q": "TIMEOUT"})).json())["logs"]
+    assert found["total"] == 5
+    assert all("Timeout" in entry["message"] for entry in found["items"])
+
+    await problem_of(await client.get(f"{API}/run/{run_id}", params={"limit": "1001"}), 400)
+    await problem_of(await client.get(f"{API}/run/{run_id}", params={"orderBy": "seq"}), 400)
+
+
+async def test_missing_run_gives_404(client: Client) -> None:
+    missing = uuid.uuid4()
+    await problem_of(await client.get(f"{API}/run/{missing}"), 404)
+    await problem_of(await client.post(f"{API}/run/{missing}/cancel"), 404)
+    await problem_of(await client.get(f"{API}/run/{missing}/artifacts/shot.png"), 404)
+    await problem_of(await client.get(f"{API}/run/nope"), 400)
+
+
+async def _finished_run_with_files(
+    client: Client, services: Services, targets: dict[str, Any], artifacts_dir: Path
+) -> str:
+    run = await _run(client, targets)
+    folder = artifacts_dir / run["id"]
+    folder.mkdir(parents=True)
+    (folder / "step-1.png").write_bytes(PNG)
+    (folder / "trace.zip").write_bytes(b"PK\x05\x06" + b"\x00" * 18)
+    (artifacts_dir / "secret.txt").write_text("not an artifact")
+    now = utcnow()
+    outcome = RunFinished(status="pass", error=None, step_results=(), started_at=now, finished_at=now)
+    await services.runs.finish(
+        uuid.UUID(run["id"]), outcome, artifacts=["step-1.png", "trace.zip", "gone.png"]
+    )
+    return str(run["id"])
+
+
+async def test_artifacts_are_streamed_with_their_content_type(
+    client: Client, services: Services, targets: dict[str, Any], artifacts_dir: Path
+) -> None:
+    run_id = await _finished_run_with_files(client, services, targets, artifacts_dir)
+    shot = await client.get(f"{API}/run/{run_id}/artifacts/step-1.png")
+    assert shot.status == 200 and shot.content_type == "image/png" and await shot.read() == PNG
+    trace = await client.get(f"{API}/run/{run_id}/artifacts/trace.zip")
+    assert trace.status == 200 and trace.content_type == "application/zip"
+    assert (await (await client.get(f"{API}/run/{run_id}")).json())["artifacts"] == [
+        "step-1.png",
+        "trace.zip",
+        "gone.png",
+    ]
+
+
+async def test_artifact_404s_and_traversal_is_refused(
+    client: Client, services: Services, targets: dict[str, Any], artifacts_dir: Path
+) -> None:
+    run_id = await _finished_run_with_files(client, services, targets, artifacts_dir)
+    base = f"{API}/run/{run_id}/artifacts"
+    await problem_of(await client.get(f"{base}/other.png"), 404)  # not recorded by the run
+    await problem_of(await client.get(f"{base}/gone.png"), 404)  # recorded, but the file is gone
+    for name in ("..%2Fsecret.txt", "%2E%2E%2Fsecret.txt", "..%5Csecret.txt", ".hidden", "a%00b"):
+        response = await client.get(f"{base}/{name}")
+        assert response.status in (400, 404), name
+        assert b"not an artifact" not in await response.read()
+    traversal = await client.get(f"{API}/run/{run_id}/artifacts/../../secret.txt")  # the client normalizes it
+    assert traversal.status in (400, 404) and b"not an artifact" not in await traversal.read()

@@ -1,0 +1,165 @@
+"""Settings from the environment, ``/health``, and serving with ``run_server``."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from api_support import Client, ClientFactory
+
+from scenariokit.services import Services
+from scenariokit.storage import open_store
+from scenariokit_server import Settings, SettingsError, UnsafeBindError, create_app, run_server
+
+
+def test_defaults() -> None:
+    settings = Settings.from_env({})
+    assert (settings.host, settings.port) == ("127.0.0.1", 13000)
+    assert settings.database_url == "sqlite:///scenariokit.db"
+    assert settings.artifacts_dir == Path("artifacts")
+    assert settings.max_body_bytes == 5 * 1024 * 1024
+    assert settings.api_tokens == () and settings.cors_origins == ()
+    assert (settings.trace, settings.lease_seconds, settings.session_keepalive_seconds) == (
+        "off",
+        15.0,
+        600.0,
+    )
+    assert settings.workers == (os.cpu_count() or 1)
+    assert settings.run_scheduler is True and settings.insecure is False
+
+
+def test_environment_variables_are_read() -> None:
+    settings = Settings.from_env(
+        {
+            "SCENARIOKIT_DATABASE_URL": "sqlite:////data/sk/app.db",
+            "SCENARIOKIT_API_TOKENS": " one, two ,,",
+            "SCENARIOKIT_CORS_ORIGINS": "http://a.example,*",
+            "SCENARIOKIT_MAX_BODY_BYTES": "1024",
+            "SCENARIOKIT_SECRET_KEY": "k",
+            "SCENARIOKIT_TRACE": "on-failure",
+            "SCENARIOKIT_WORKERS": "3",
+            "SCENARIOKIT_LEASE_SECONDS": "2.5",
+            "SCENARIOKIT_SESSION_KEEPALIVE": "60",
+        }
+    )
+    assert settings.api_tokens == ("one", "two")
+    assert settings.cors_origins == ("http://a.example", "*")
+    assert settings.artifacts_dir == Path("/data/sk/artifacts")  # beside the SQLite file
+    assert (settings.max_body_bytes, settings.secret_key, settings.trace) == (1024, "k", "on-failure")
+    assert (settings.workers, settings.lease_seconds, settings.session_keepalive_seconds) == (3, 2.5, 60.0)
+    assert "one" not in repr(settings) and "'k'" not in repr(settings)
+    run = settings.run_settings()
+    assert (run.artifacts_dir, run.trace, run.lease_seconds) == (
+        Path("/data/sk/artifacts"),
+        "on-failure",
+        2.5,
+    )
+
+
+def test_overrides_win_and_none_is_ignored() -> None:
+    environ = {"SCENARIOKIT_ARTIFACTS_DIR": "/files", "SCENARIOKIT_WORKERS": "2"}
+    settings = Settings.from_env(environ, workers=5, port=None, run_scheduler=False)
+    assert (settings.workers, settings.port, settings.run_scheduler) == (5, 13000, False)
+    assert settings.artifacts_dir == Path("/files")
+    postgres = Settings.from_env({}, database_url="postgresql+asyncpg://u@db/sk")
+    assert postgres.artifacts_dir == Path("artifacts")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SCENARIOKIT_PORT", "http"),
+        ("SCENARIOKIT_PORT", "70000"),
+        ("SCENARIOKIT_MAX_BODY_BYTES", "0"),
+        ("SCENARIOKIT_MAX_BODY_BYTES", "5MB"),
+        ("SCENARIOKIT_TRACE", "sometimes"),
+        ("SCENARIOKIT_WORKERS", "-1"),
+        ("SCENARIOKIT_LEASE_SECONDS", "nan"),
+        ("SCENARIOKIT_SESSION_KEEPALIVE", "0"),
+    ],
+)
+def test_bad_values_name_the_variable(variable: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=variable):
+        Settings.from_env({variable: value})
+
+
+def test_bad_keyword_values_are_refused() -> None:
+    with pytest.raises(SettingsError, match="trace"):
+        Settings(trace="never")  # type: ignore[arg-type]
+    with pytest.raises(SettingsError, match="port"):
+        Settings(port=-1)
+
+
+async def test_health_reports_ok(client: Client) -> None:
+    response = await client.get("/health")
+    assert response.status == 200
+    body = await response.json()
+    assert body["status"] == "ok" and body["database"] == "ok"
+    assert body["browser"] in ("ok", "missing") and body["version"]
+
+
+async def test_health_reports_an_unreachable_database(make_client: ClientFactory, settings: Settings) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = await open_store(f"postgresql+asyncpg://postgres@127.0.0.1:{port}/none", migrate=False)
+    try:
+        client = await make_client(create_app(settings, services=Services(store)))
+        response = await client.get("/health")
+        assert response.status == 503
+        body = await response.json()
+        assert (body["status"], body["database"]) == ("degraded", "unreachable")
+    finally:
+        await store.close()
+
+
+async def test_app_opens_and_closes_its_own_store(aiohttp_client: object, tmp_path: Path) -> None:
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/own.db", run_scheduler=False, secret_key="k")
+    client = await aiohttp_client(create_app(settings))  # type: ignore[operator]
+    assert (await client.post("/api/v1/environments", json={"name": "e"})).status == 201
+    assert (tmp_path / "own.db").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_run_server_serves_and_prints_its_url(tmp_path: Path) -> None:
+    port = _free_port()
+    code = (
+        "from scenariokit_server import Settings, run_server;"
+        f"run_server(Settings.from_env(port={port}, run_scheduler=False))"
+    )
+    environ = {**os.environ, "SCENARIOKIT_DATABASE_URL": f"sqlite:///{tmp_path}/serve.db"}
+    server = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ
+    )
+    try:
+        assert server.stdout is not None
+        banner = server.stdout.readline() + server.stdout.readline()
+        assert f"http://127.0.0.1:{port}" in banner
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                    assert response.status == 200
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not answer"
+                time.sleep(0.1)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_run_server_refuses_an_open_bind_without_tokens() -> None:
+    with pytest.raises(UnsafeBindError, match="SCENARIOKIT_API_TOKENS"):
+        run_server(Settings(host="0.0.0.0"))  # refused before anything binds
