@@ -281,6 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("alembic").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

@@ -211,6 +211,29 @@ def errors_of(exc: BaseException) -> dict[str, str]:
     return errors
 
 
+#: Text no store keeps: PostgreSQL refuses NUL, and no database encodes an unpaired surrogate.
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+UNSTORABLE_MESSAGE = "must not contain NUL characters or unpaired surrogates"
+
+
+def unstorable_path(value: Any, path: str = "") -> str | None:
+    """The JSON path of the first string (key or value) holding NUL or a lone surrogate, else None."""
+    if isinstance(value, str):
+        return path if UNSTORABLE.search(value) else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            inner = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and UNSTORABLE.search(key):
+                return inner
+            if (found := unstorable_path(item, inner)) is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            if (found := unstorable_path(item, f"{path}[{index}]")) is not None:
+                return found
+    return None
+
+
 def structure_input(converter: cattrs.Converter, data: Any, cls: type[T], *, what: str | None = None) -> T:
     """Structure ``data`` (decoded JSON) into ``cls``, or raise a ValidationError naming each bad field.
 
@@ -220,6 +243,9 @@ def structure_input(converter: cattrs.Converter, data: Any, cls: type[T], *, wha
     if not isinstance(data, Mapping):
         raise ValidationError(f"the {label} must be a JSON object", {"$": "must be a JSON object"})
     cleaned = {key: value for key, value in data.items() if key not in READ_ONLY_FIELDS}
+    bad = unstorable_path(cleaned)
+    if bad is not None:
+        raise ValidationError(f"invalid {label}: unstorable text", {bad or "$": UNSTORABLE_MESSAGE})
     try:
         return converter.structure(cleaned, cls)
     except (cattrs.BaseValidationError, FieldError, ValueError, TypeError, KeyError) as exc:

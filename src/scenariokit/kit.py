@@ -30,6 +30,7 @@ from scenariokit.domain.errors import ScenarioKitError
 from scenariokit.queries import LogQuery
 from scenariokit.runner.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
+from scenariokit.settings import default_artifacts_dir
 from scenariokit.storage import open_store
 from scenariokit.views import RunDetail
 
@@ -121,7 +122,7 @@ async def open_kit(
     if workers < 1:
         raise ScenarioKitError("workers must be at least 1")
     store = await open_store(url, secret_key=secret_key, plugin_manager=plugins)
-    folder = Path(artifacts_dir) if artifacts_dir is not None else _default_artifacts(store.url)
+    folder = Path(artifacts_dir) if artifacts_dir is not None else default_artifacts_dir(store.url)
     settings = RunSettings(
         artifacts_dir=folder, trace=trace, session_keepalive_seconds=session_keepalive_seconds
     )
@@ -132,9 +133,3 @@ async def open_kit(
     finally:
         await kit.close()
 
-
-def _default_artifacts(url: str) -> Path:
-    from scenariokit.adapters.sqlalchemy import sqlite_path
-
-    path = sqlite_path(url)
-    return path.parent / "artifacts" if path is not None else Path("artifacts")

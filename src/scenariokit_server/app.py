@@ -11,7 +11,7 @@ import aiohttp_cors
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from scenariokit.bootstrap import open_services
+from scenariokit.bootstrap import open_services, running_scheduler
 from scenariokit.services import Services
 from scenariokit_server import keys
 from scenariokit_server.errors import problem_middleware
@@ -63,12 +63,20 @@ def _lifecycles(settings: Settings, services: Services | None) -> list[CleanupCo
     lifecycles: list[CleanupContext] = []
     if services is None:
         lifecycles.append(partial(_open_services, settings))
+    if settings.run_scheduler:
+        lifecycles.append(partial(_run_scheduler, settings))
     return lifecycles
 
 
 async def _open_services(settings: Settings, app: web.Application) -> AsyncIterator[None]:
     async with open_services(settings) as services:
         app[keys.SERVICES] = services
+        yield
+
+
+async def _run_scheduler(settings: Settings, app: web.Application) -> AsyncIterator[None]:
+    async with running_scheduler(app[keys.SERVICES], workers=settings.workers) as scheduler:
+        app[keys.SCHEDULER] = scheduler
         yield
 
 

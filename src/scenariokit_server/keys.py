@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from scenariokit.runner.scheduler import Scheduler
 from scenariokit.services import Services
 from scenariokit_server.settings import Settings
 
 SETTINGS = web.AppKey("settings", Settings)
 SERVICES = web.AppKey("services", Services)
+SCHEDULER = web.AppKey("scheduler", Scheduler)
 
 
 def settings(app: web.Application) -> Settings:

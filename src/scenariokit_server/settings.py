@@ -1,158 +1,21 @@
-"""Server settings: defaults, the ``SCENARIOKIT_*`` environment variables, and their checks."""
+"""The server's settings: they live in the library (:mod:`scenariokit.settings`), shared with the CLI."""
 
-from __future__ import annotations
+from scenariokit.settings import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_PORT,
+    Settings,
+    SettingsError,
+    UnsafeBindError,
+    default_artifacts_dir,
+)
 
-import math
-import os
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
-from typing import Any, Literal, cast
-
-import attrs
-
-from scenariokit.adapters.sqlalchemy import sqlite_path
-from scenariokit.services import RunSettings
-from scenariokit.storage import DEFAULT_DATABASE_URL
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 13000
-DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024
-TRACE_MODES = ("off", "on-failure", "always")
-TraceMode = Literal["off", "on-failure", "always"]
-
-
-class SettingsError(ValueError):
-    """A setting (usually an environment variable) with a value the server cannot use."""
-
-
-class UnsafeBindError(SettingsError):
-    """Binding a non-loopback address without API tokens and without ``insecure``."""
-
-
-def _positive(_: Any, attribute: attrs.Attribute[Any], value: float) -> None:
-    if value <= 0:
-        raise SettingsError(f"{attribute.name} must be greater than 0, got {value!r}")
-
-
-def _port(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
-    if not 0 <= value <= 65535:
-        raise SettingsError(f"port must be from 0 to 65535, got {value!r}")
-
-
-def _trace(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
-    if value not in TRACE_MODES:
-        raise SettingsError(f"trace must be one of {', '.join(TRACE_MODES)}, got {value!r}")
-
-
-def _strings(values: Iterable[str]) -> tuple[str, ...]:
-    return tuple(values)
-
-
-def default_artifacts_dir(database_url: str) -> Path:
-    """Run files go in ``artifacts/`` beside a SQLite database file, else in ``./artifacts``."""
-    path = sqlite_path(database_url)
-    return path.parent / "artifacts" if path is not None else Path("artifacts")
-
-
-@attrs.frozen(kw_only=True)
-class Settings:
-    """How the server listens, where it stores data, who may call it, and how runs execute."""
-
-    host: str = DEFAULT_HOST
-    port: int = attrs.field(default=DEFAULT_PORT, validator=_port)
-    database_url: str = DEFAULT_DATABASE_URL
-    insecure: bool = False
-    api_tokens: tuple[str, ...] = attrs.field(default=(), converter=_strings, repr=False)
-    cors_origins: tuple[str, ...] = attrs.field(default=(), converter=_strings)
-    max_body_bytes: int = attrs.field(default=DEFAULT_MAX_BODY_BYTES, validator=_positive)
-    secret_key: str | None = attrs.field(default=None, repr=False)
-    artifacts_dir: Path = attrs.field(
-        default=attrs.Factory(lambda self: default_artifacts_dir(self.database_url), takes_self=True),
-        converter=Path,
-    )
-    trace: TraceMode = attrs.field(default="off", validator=_trace)
-    workers: int = attrs.field(factory=lambda: os.cpu_count() or 1, validator=_positive)
-    lease_seconds: float = attrs.field(default=15.0, validator=_positive)
-    session_keepalive_seconds: float = attrs.field(default=600.0, validator=_positive)
-    run_scheduler: bool = True
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ, **overrides: Any) -> Settings:
-        """Settings from ``SCENARIOKIT_*`` variables; keyword ``overrides`` (not None) win over them.
-
-        A variable with a value the server cannot use raises :class:`SettingsError` naming it.
-        """
-        values: dict[str, Any] = {}
-        for name, (variable, parse) in _VARIABLES.items():
-            raw = environ.get(variable)
-            if raw is None or raw.strip() == "":
-                continue
-            try:
-                values[name] = parse(raw.strip())
-            except (TypeError, ValueError) as exc:
-                raise SettingsError(f"{variable}={raw!r} is invalid: {exc}") from None
-        values.update({name: value for name, value in overrides.items() if value is not None})
-        return cls(**values)
-
-    def run_settings(self) -> RunSettings:
-        """The part of these settings the run service uses."""
-        return RunSettings(
-            artifacts_dir=self.artifacts_dir,
-            trace=self.trace,
-            lease_seconds=self.lease_seconds,
-            session_keepalive_seconds=self.session_keepalive_seconds,
-        )
-
-    @property
-    def url(self) -> str:
-        """The base URL the server answers on."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-
-def _port_number(raw: str) -> int:
-    if not raw.isdigit() or not 0 <= int(raw) <= 65535:
-        raise ValueError("must be a port number from 0 to 65535")
-    return int(raw)
-
-
-def _positive_whole(raw: str) -> int:
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError("must be a whole number of at least 1")
-    return int(raw)
-
-
-def _positive_number(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError("must be a number greater than 0")
-    return value
-
-
-def _names(raw: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in raw.split(",") if part.strip())
-
-
-def _trace_mode(raw: str) -> TraceMode:
-    if raw not in TRACE_MODES:
-        raise ValueError(f"must be one of {', '.join(TRACE_MODES)}")
-    return cast(TraceMode, raw)
-
-
-_VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "host": ("SCENARIOKIT_HOST", str),
-    "port": ("SCENARIOKIT_PORT", _port_number),
-    "database_url": ("SCENARIOKIT_DATABASE_URL", str),
-    "api_tokens": ("SCENARIOKIT_API_TOKENS", _names),
-    "cors_origins": ("SCENARIOKIT_CORS_ORIGINS", _names),
-    "max_body_bytes": ("SCENARIOKIT_MAX_BODY_BYTES", _positive_whole),
-    "secret_key": ("SCENARIOKIT_SECRET_KEY", str),
-    "artifacts_dir": ("SCENARIOKIT_ARTIFACTS_DIR", Path),
-    "trace": ("SCENARIOKIT_TRACE", _trace_mode),
-    "workers": ("SCENARIOKIT_WORKERS", _positive_whole),
-    "lease_seconds": ("SCENARIOKIT_LEASE_SECONDS", _positive_number),
-    "session_keepalive_seconds": ("SCENARIOKIT_SESSION_KEEPALIVE", _positive_number),
-}
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_PORT",
+    "Settings",
+    "SettingsError",
+    "UnsafeBindError",
+    "default_artifacts_dir",
+]

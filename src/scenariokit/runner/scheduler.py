@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from scenariokit.domain.errors import BrowserUnavailable
 from scenariokit.domain.model import RunError, RunErrorKind, RunLogEntry, StepResult, StepStatus, utcnow
 from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.executor import WorkerPool
@@ -88,6 +89,7 @@ class Scheduler:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[Any]] = []
         self._session_runs: dict[uuid.UUID, uuid.UUID] = {}  # session id -> run id
+        self._no_browser: BrowserUnavailable | None = None
 
     @property
     def lease_seconds(self) -> float:
@@ -97,7 +99,12 @@ class Scheduler:
 
     async def start(self) -> None:
         """Start the workers, reap runs left by dead ones, then claim, heartbeat and reap."""
-        await self.pool.start()
+        try:
+            await self.pool.start()
+        except BrowserUnavailable as exc:
+            # Runs are still claimed, and fail at once saying why, rather than waiting forever.
+            log.error("no browser: runs will fail until one is installed: %s", exc)
+            self._no_browser = exc
         await self.services.runs.reap_expired()
         await self.services.runs.close_stale_sessions()
         self.services.set_control(self)
@@ -116,7 +123,8 @@ class Scheduler:
             task.cancel()
         await asyncio.gather(*self._loops, *self._tasks, return_exceptions=True)
         self._loops = []
-        await self.pool.close()
+        if self._no_browser is None:
+            await self.pool.close()
 
     async def __aenter__(self) -> Scheduler:
         await self.start()
@@ -176,8 +184,12 @@ class Scheduler:
     async def _execute(self, execution: _Execution) -> None:
         flusher = asyncio.create_task(self._flush_loop(execution))
         try:
+            if self._no_browser is not None:
+                raise self._no_browser
             outcome = await self.pool.execute(execution.job, lambda event: self._on_event(execution, event))
-        except Exception as exc:  # the pool itself failed (no browser, …): the run fails, not the scheduler
+        except BrowserUnavailable as exc:
+            outcome = self._failed(execution.job, str(exc))
+        except Exception as exc:  # the pool itself failed: the run fails, not the scheduler
             log.exception("executing run %s failed", execution.run_id)
             outcome = self._failed(execution.job, f"{type(exc).__name__}: {exc}")
         finally:

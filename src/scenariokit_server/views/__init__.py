@@ -8,7 +8,6 @@ with :mod:`scenariokit.views`. Errors are raised, never answered here: the probl
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -16,14 +15,10 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiMapping
 
+from scenariokit.convert import UNSTORABLE, UNSTORABLE_MESSAGE, unstorable_path
 from scenariokit.domain.errors import InvalidQuery, ValidationError
 
 API_PREFIX = "/api/v1"
-
-#: Text no store keeps: PostgreSQL refuses NUL, and no database encodes an unpaired surrogate.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-_UNSTORABLE_MESSAGE = "must not contain NUL characters or unpaired surrogates"
-
 
 def path_id(request: web.Request, name: str = "id") -> uuid.UUID:
     """The UUID in path segment ``name``; 400 naming it when it is not a UUID."""
@@ -48,35 +43,17 @@ async def json_body(request: web.Request) -> dict[str, Any]:
         raise ValidationError("the request body is not valid JSON", {"$": str(exc)}) from None
     if not isinstance(data, dict):
         raise ValidationError("the request body must be a JSON object", {"$": "must be a JSON object"})
-    bad = _unstorable_text(data, "")
+    bad = unstorable_path(data)
     if bad is not None:
-        raise ValidationError("the request body holds unstorable text", {bad or "$": _UNSTORABLE_MESSAGE})
+        raise ValidationError("the request body holds unstorable text", {bad or "$": UNSTORABLE_MESSAGE})
     return data
-
-
-def _unstorable_text(value: Any, path: str) -> str | None:
-    """The JSON path of the first string (key or value) holding NUL or a lone surrogate, else None."""
-    if isinstance(value, str):
-        return path if _UNSTORABLE.search(value) else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            inner = f"{path}.{key}" if path else key
-            if _UNSTORABLE.search(key):
-                return inner
-            if (found := _unstorable_text(item, inner)) is not None:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            if (found := _unstorable_text(item, f"{path}[{index}]")) is not None:
-                return found
-    return None
 
 
 def query_params(request: web.Request) -> MultiMapping[str]:
     """The query-string parameters, refused (400) when one holds text no store keeps."""
     for name, value in request.query.items():
-        if _UNSTORABLE.search(name) or _UNSTORABLE.search(value):
-            raise InvalidQuery(f"invalid {name}", {name: _UNSTORABLE_MESSAGE})
+        if UNSTORABLE.search(name) or UNSTORABLE.search(value):
+            raise InvalidQuery(f"invalid {name}", {name: UNSTORABLE_MESSAGE})
     return request.query
 
 

@@ -1,0 +1,278 @@
+"""The MCP endpoint at ``/mcp``: the SDK's streamable-HTTP server, mounted in the aiohttp application.
+
+The server is stateless and answers in JSON (no SSE stream, no session id), so any number of server
+processes behind one address can answer any request. The bearer-token rule of ``/api/v1`` covers
+``/mcp`` too: the application's auth middleware checks every request before it reaches the SDK.
+
+The tools live in :mod:`scenariokit_server.mcp_tools`; here their answers become MCP results: the REST
+JSON shape as structured content with its JSON text, and a domain error as a tool error (``isError``)
+carrying the problem body REST answers the same error with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
+from typing import Any
+
+import anyio
+from aiohttp import web
+from aiohttp_asgi import ASGIResource
+from aiohttp_asgi.resource import ASGIApplicationType, ASGIReceiveType, ASGIScopeType, ASGISendType
+from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+
+from scenariokit.domain.errors import ScenarioKitError
+from scenariokit.services import Services
+from scenariokit_server import keys
+from scenariokit_server.errors import domain_problem
+from scenariokit_server.mcp_tools import JSON, Answer, ScenarioKitTools
+from scenariokit_server.settings import Settings
+from scenariokit_server.views.health import service_version
+
+MCP_PATH = "/mcp"
+#: Bind addresses that listen on every interface: no Host header can be known in advance.
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+INSTRUCTIONS = """\
+scenariokit stores browser-automation test scenarios and runs them in real Chromium.
+A scenario is a list of steps; each step is Python code using Playwright's async API (see create_step).
+An environment holds the data steps read, e.g. {"url": "https://staging.example.com"} for helpers.getEnvUrl().
+Typical flow: create_environment, create_scenario with steps, run_scenario with wait=true, then get_run
+with q to search the log. Ids are UUIDs. Errors come back as tool errors with the field at fault.
+"""
+
+
+class MCPResource(ASGIResource):
+    """Routes ``POST /mcp`` (and ``/mcp/``) to the MCP ASGI application; other methods get 405.
+
+    The endpoint is stateless, so it offers no SSE stream to ``GET`` (the MCP transport allows a 405
+    for that) and has no session to ``DELETE``.
+    """
+
+    def __init__(self, app: ASGIApplicationType) -> None:
+        super().__init__(functools.partial(_receive_per_asgi, app), root_path=MCP_PATH, name="mcp")
+
+    def raw_match(self, path: str) -> bool:
+        """Whether ``path`` is the MCP endpoint."""
+        return path in (MCP_PATH, MCP_PATH + "/")
+
+    async def resolve(self, request: web.Request) -> tuple[Any, set[str]]:
+        """Match ``POST`` on the endpoint; for any other method, name ``POST`` as the allowed one."""
+        if self.raw_match(request.path) and request.method != "POST":
+            return None, {"POST"}
+        return await super().resolve(request)
+
+
+async def _receive_per_asgi(
+    app: ASGIApplicationType, scope: ASGIScopeType, receive: ASGIReceiveType, send: ASGISendType
+) -> None:
+    """Run ``app`` with a ``receive`` that, once the body is read, waits (until cancelled) as ASGI says.
+
+    aiohttp-asgi answers every later ``receive`` at once with an empty body instead, so an SDK path that
+    watches for the client's disconnect would spin without yielding and stall the event loop.
+    """
+    body_read = False
+
+    async def receive_after_body() -> MutableMapping[str, Any]:
+        nonlocal body_read
+        if body_read:
+            await anyio.sleep_forever()
+        message = await receive()
+        body_read = not message.get("more_body", False)
+        return message
+
+    await app(scope, receive_after_body, send)
+
+
+def _hints(
+    *, read_only: bool = False, destructive: bool = False, idempotent: bool = False
+) -> ToolAnnotations:
+    # open world: only a run reaches beyond scenariokit (it browses the environment's site)
+    return ToolAnnotations(
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
+
+
+_READ, _CREATE = _hints(read_only=True), _hints()
+_UPDATE, _DELETE = _hints(idempotent=True), _hints(destructive=True, idempotent=True)
+
+#: Every tool (a coroutine method of :class:`ScenarioKitTools` of the same name) with its hints.
+TOOL_HINTS: dict[str, ToolAnnotations] = {
+    "list_scenarios": _READ,
+    "get_scenario": _READ,
+    "create_scenario": _CREATE,
+    "update_scenario": _UPDATE,
+    "delete_scenario": _DELETE,
+    "create_step": _CREATE,
+    "update_step": _UPDATE,
+    "delete_step": _DELETE,
+    "list_environments": _READ,
+    "create_environment": _CREATE,
+    "update_environment": _UPDATE,
+    "run_scenario": _CREATE.model_copy(update={"open_world_hint": True}),
+    "get_run": _READ,
+}
+
+
+def tool_result(answer: Answer) -> CallToolResult:
+    """A successful result: the JSON shape as structured content and as text, after the answer's notes."""
+    text = json.dumps(answer.data, indent=2, ensure_ascii=False)
+    notes = [TextContent(type="text", text=note) for note in answer.notes]
+    return CallToolResult(
+        content=[*notes, TextContent(type="text", text=text)], structured_content=answer.data
+    )
+
+
+def problem_of(exc: ScenarioKitError) -> JSON:
+    """The problem-details body REST answers ``exc`` with, from REST's own error table."""
+    body = domain_problem(exc).body
+    assert isinstance(body, bytes)
+    problem: JSON = json.loads(body)
+    return problem
+
+
+def tool_error(problem: JSON) -> CallToolResult:
+    """A tool error with a problem body, as text ``<status> <title>: <detail> (<field>: <why>; …)``."""
+    text = f"{problem['status']} {problem['title']}: {problem['detail']}"
+    if problem.get("errors"):
+        text += " (" + "; ".join(f"{field}: {why}" for field, why in problem["errors"].items()) + ")"
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=problem, is_error=True
+    )
+
+
+def as_mcp_tool(tool: Callable[..., Awaitable[Answer]]) -> Callable[..., Awaitable[CallToolResult]]:
+    """``tool`` answering MCP results; a domain error becomes a tool error, as REST would answer it."""
+
+    @functools.wraps(tool)  # the SDK reads the tool's signature and docstring through __wrapped__
+    async def call(*args: Any, **kwargs: Any) -> CallToolResult:
+        try:
+            return tool_result(await tool(*args, **kwargs))
+        except ScenarioKitError as exc:
+            return tool_error(problem_of(exc))
+
+    return call
+
+
+@contextlib.contextmanager
+def _logging_left_alone() -> Iterator[None]:
+    """Keep ``MCPServer()``'s ``logging.basicConfig()`` from configuring the application's logging.
+
+    basicConfig does nothing when the root logger has a handler; an unconfigured root gets one for the
+    moment, so logging stays the embedding application's (or the CLI's) to set up.
+    """
+    root = logging.getLogger()
+    placeholder = logging.NullHandler() if not root.handlers else None
+    if placeholder is not None:
+        root.addHandler(placeholder)
+    try:
+        yield
+    finally:
+        if placeholder is not None:
+            root.removeHandler(placeholder)
+
+
+def build_mcp_server(tools: ScenarioKitTools) -> MCPServer:
+    """An MCP server named ``scenariokit`` offering ``tools``."""
+    # No subscriptions/listen: a stateless endpoint has no stream to deliver them on, and nothing here
+    # publishes events.
+    with _logging_left_alone():
+        server: MCPServer = MCPServer(
+            "scenariokit", version=service_version(), instructions=INSTRUCTIONS, subscriptions=False
+        )
+    for name, hints in TOOL_HINTS.items():
+        tool = getattr(tools, name)
+        server.add_tool(
+            as_mcp_tool(tool),
+            name=name,
+            description=inspect.getdoc(tool),
+            annotations=hints,
+            structured_output=False,  # results are built here, not derived from the return annotation
+        )
+    return server
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """DNS-rebinding protection: the Host (and a browser's Origin) must name loopback or the configured host.
+
+    A wildcard bind cannot list its names; such a bind needs API tokens (see ``check_bind``), and the token
+    is what a rebinding page cannot supply.
+    """
+    if settings.host in WILDCARD_HOSTS:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    configured = (
+        f"[{settings.host}]" if ":" in settings.host and not settings.host.startswith("[") else settings.host
+    )
+    names = list(dict.fromkeys((*LOOPBACK_NAMES, configured)))
+    hosts = [host for name in names for host in (name, f"{name}:*")]
+    origins = [f"{scheme}://{host}" for scheme in ("http", "https") for host in hosts]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def setup_mcp(app: web.Application) -> None:
+    """Mount the MCP endpoint at ``/mcp`` and run its session manager with the application.
+
+    The tools read the application's services when they are called, so they reach the services the
+    application's own ``cleanup_ctx`` opens. Call this after the services' lifecycle is added: cleanup
+    then stops the MCP endpoint before the services close.
+    """
+    settings = keys.settings(app)
+    server = build_mcp_server(ScenarioKitTools(functools.partial(_services, app)))
+    # Builds the session manager; its Starlette routing is not used: aiohttp routes /mcp to the manager.
+    server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        max_request_body_size=settings.max_body_bytes,
+        transport_security=transport_security(settings),
+    )
+    manager = server.session_manager
+    app.router.register_resource(MCPResource(manager.handle_request))
+    app.cleanup_ctx.append(functools.partial(_run_session_manager, manager))
+
+
+def _services(app: web.Application) -> Services:
+    return app[keys.SERVICES]
+
+
+async def _run_session_manager(
+    manager: StreamableHTTPSessionManager, app: web.Application
+) -> AsyncIterator[None]:
+    """Run the SDK's session manager while the application runs (aiohttp-asgi sends no ASGI lifespan).
+
+    The manager holds an anyio task group, which must be left by the task that entered it; aiohttp may
+    start and clean up an application from different tasks, so the manager runs in a task of its own.
+    """
+    started, stopping = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with manager.run():
+            started.set()
+            await stopping.wait()
+
+    task = asyncio.create_task(hold(), name="scenariokit-mcp-sessions")
+    ready = asyncio.create_task(started.wait())
+    await asyncio.wait((task, ready), return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
+    if task.done():
+        await task  # raises what stopped the manager
+        raise RuntimeError("the MCP session manager stopped as it started")
+    try:
+        yield
+    finally:
+        stopping.set()
+        await task
