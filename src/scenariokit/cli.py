@@ -281,7 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
-    logging.getLogger("alembic").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    for noisy in ("alembic", "mcp"):
+        logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

@@ -15,6 +15,7 @@ from scenariokit.bootstrap import open_services, running_scheduler
 from scenariokit.services import Services
 from scenariokit_server import keys
 from scenariokit_server.errors import problem_middleware
+from scenariokit_server.mcp import setup_mcp
 from scenariokit_server.openapi import setup_openapi
 from scenariokit_server.settings import Settings, UnsafeBindError
 from scenariokit_server.views import (
@@ -54,7 +55,9 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
     app.cleanup_ctx.extend(_lifecycles(settings, services))
     setup_routes(app)
     setup_openapi(app, settings, version=health.service_version())  # documents the routes added so far
-    setup_cors(app, settings.cors_origins)  # covers every route added so far
+    # After the lifecycles (MCP's session manager stops before the services close) and the REST docs.
+    setup_mcp(app)
+    setup_cors(app, settings.cors_origins)  # covers every route added so far, /mcp included
     return app
 
 

@@ -36,6 +36,9 @@ STATUS_OF: dict[type[ScenarioKitError], int] = {
 _KEPT_HEADERS = ("Allow", "WWW-Authenticate", "Retry-After")
 
 
+FAULT_DETAIL = "the server failed to handle the request; the fault is logged"
+
+
 def problem(
     status: int,
     detail: str,
@@ -44,6 +47,12 @@ def problem(
     headers: Mapping[str, str] | None = None,
 ) -> web.Response:
     """A problem-details response: ``type``, ``title``, ``status``, ``detail`` and maybe ``errors``."""
+    body = problem_body(status, detail, errors=errors)
+    return web.json_response(body, status=status, headers=headers, content_type=PROBLEM_CONTENT_TYPE)
+
+
+def problem_body(status: int, detail: str, *, errors: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The RFC 9457 problem-details body (REST answers it; MCP tool errors carry it)."""
     body: dict[str, Any] = {
         "type": "about:blank",
         "title": HTTPStatus(status).phrase,
@@ -52,7 +61,17 @@ def problem(
     }
     if errors:
         body["errors"] = dict(errors)
-    return web.json_response(body, status=status, headers=headers, content_type=PROBLEM_CONTENT_TYPE)
+    return body
+
+
+def domain_problem_body(exc: ScenarioKitError) -> dict[str, Any]:
+    """The problem body of a domain error, as REST answers it (a fault says nothing of itself)."""
+    status = status_of(exc)
+    if status == 500:
+        return problem_body(500, FAULT_DETAIL)
+    if isinstance(exc, ValidationError):
+        return problem_body(status, exc.message, errors=exc.errors)
+    return problem_body(status, str(exc))
 
 
 def status_of(exc: ScenarioKitError) -> int:
@@ -68,9 +87,7 @@ def domain_problem(exc: ScenarioKitError) -> web.Response:
     status = status_of(exc)
     if status == 500:
         return server_fault(exc)
-    if isinstance(exc, ValidationError):
-        return problem(status, exc.message, errors=exc.errors)
-    return problem(status, str(exc))
+    return web.json_response(domain_problem_body(exc), status=status, content_type=PROBLEM_CONTENT_TYPE)
 
 
 def http_problem(exc: web.HTTPException, request: web.Request) -> web.Response:
@@ -89,7 +106,7 @@ def http_problem(exc: web.HTTPException, request: web.Request) -> web.Response:
 def server_fault(exc: BaseException) -> web.Response:
     """A 500 that tells the client nothing of the fault; the traceback goes to the log."""
     log.error("unhandled error", exc_info=exc)
-    return problem(500, "the server failed to handle the request; the fault is logged")
+    return problem(500, FAULT_DETAIL)
 
 
 _HTTP_DETAILS = {

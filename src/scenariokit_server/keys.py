@@ -20,4 +20,9 @@ def settings(app: web.Application) -> Settings:
 
 def services(request: web.Request) -> Services:
     """The application services a request handler calls."""
-    return request.app[SERVICES]
+    return app_services(request.app)
+
+
+def app_services(app: web.Application) -> Services:
+    """The application services, for code that holds the app rather than a request (MCP tools)."""
+    return app[SERVICES]

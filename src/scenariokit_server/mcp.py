@@ -22,8 +22,13 @@ from typing import Any
 
 import anyio
 from aiohttp import web
-from aiohttp_asgi import ASGIResource
-from aiohttp_asgi.resource import ASGIApplicationType, ASGIReceiveType, ASGIScopeType, ASGISendType
+from aiohttp_asgi.resource import (
+    ASGIApplicationType,
+    ASGIContext,
+    ASGIReceiveType,
+    ASGIScopeType,
+    ASGISendType,
+)
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -32,7 +37,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from scenariokit.domain.errors import ScenarioKitError
 from scenariokit.services import Services
 from scenariokit_server import keys
-from scenariokit_server.errors import domain_problem
+from scenariokit_server.errors import domain_problem_body, status_of
 from scenariokit_server.mcp_tools import JSON, Answer, ScenarioKitTools
 from scenariokit_server.settings import Settings
 from scenariokit_server.views.health import service_version
@@ -50,26 +55,22 @@ Typical flow: create_environment, create_scenario with steps, run_scenario with 
 with q to search the log. Ids are UUIDs. Errors come back as tool errors with the field at fault.
 """
 
+log = logging.getLogger(__name__)
 
-class MCPResource(ASGIResource):
-    """Routes ``POST /mcp`` (and ``/mcp/``) to the MCP ASGI application; other methods get 405.
 
-    The endpoint is stateless, so it offers no SSE stream to ``GET`` (the MCP transport allows a 405
-    for that) and has no session to ``DELETE``.
+def mcp_handler(asgi_app: ASGIApplicationType) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """An aiohttp handler that answers a request with the MCP ASGI application.
+
+    ``/mcp`` is an ordinary aiohttp route (``POST`` only: the endpoint is stateless, so it offers no SSE
+    stream to ``GET`` — the MCP transport allows a 405 for that — and no session to ``DELETE``), so the
+    middlewares, the 405 problem answer and aiohttp-cors's response hook all see an ordinary route.
     """
+    bridged = functools.partial(_receive_per_asgi, asgi_app)
 
-    def __init__(self, app: ASGIApplicationType) -> None:
-        super().__init__(functools.partial(_receive_per_asgi, app), root_path=MCP_PATH, name="mcp")
+    async def handle_mcp(request: web.Request) -> web.StreamResponse:
+        return await ASGIContext(bridged, request, MCP_PATH).get_response()
 
-    def raw_match(self, path: str) -> bool:
-        """Whether ``path`` is the MCP endpoint."""
-        return path in (MCP_PATH, MCP_PATH + "/")
-
-    async def resolve(self, request: web.Request) -> tuple[Any, set[str]]:
-        """Match ``POST`` on the endpoint; for any other method, name ``POST`` as the allowed one."""
-        if self.raw_match(request.path) and request.method != "POST":
-            return None, {"POST"}
-        return await super().resolve(request)
+    return handle_mcp
 
 
 async def _receive_per_asgi(
@@ -137,10 +138,9 @@ def tool_result(answer: Answer) -> CallToolResult:
 
 def problem_of(exc: ScenarioKitError) -> JSON:
     """The problem-details body REST answers ``exc`` with, from REST's own error table."""
-    body = domain_problem(exc).body
-    assert isinstance(body, bytes)
-    problem: JSON = json.loads(body)
-    return problem
+    if status_of(exc) == 500:
+        log.error("tool failed", exc_info=exc)
+    return domain_problem_body(exc)
 
 
 def tool_error(problem: JSON) -> CallToolResult:
@@ -241,12 +241,14 @@ def setup_mcp(app: web.Application) -> None:
         transport_security=transport_security(settings),
     )
     manager = server.session_manager
-    app.router.register_resource(MCPResource(manager.handle_request))
+    handler = mcp_handler(manager.handle_request)
+    app.router.add_post(MCP_PATH, handler, name="mcp")
+    app.router.add_post(MCP_PATH + "/", handler)
     app.cleanup_ctx.append(functools.partial(_run_session_manager, manager))
 
 
 def _services(app: web.Application) -> Services:
-    return app[keys.SERVICES]
+    return keys.app_services(app)
 
 
 async def _run_session_manager(

@@ -10,7 +10,6 @@ acts on is parsed here, as REST parses a path id. Only the parameters MCP alone 
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal
@@ -23,7 +22,6 @@ from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.model import DEFAULT_STEP_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, NAME_MAX
 from scenariokit.queries import MAX_LIMIT, EnvironmentQuery, LogQuery, ScenarioQuery
 from scenariokit.services import Services
-from scenariokit.views import RunDetail
 
 JSON = dict[str, Any]
 
@@ -411,7 +409,10 @@ class ScenarioKitTools:
         run = await services.runs.create(
             given(scenarioId=scenarioId, environmentId=environmentId, saveSession=saveSession)
         )
-        detail = await self._wait_for_end(run.id, waitSeconds) if wait else await services.runs.get(run.id)
+        if wait:
+            detail = await services.runs.wait(run.id, waitSeconds, poll_seconds=WAIT_POLL_SECONDS)
+        else:
+            detail = await services.runs.get(run.id)
         data = shape.run_detail_json(services.converter, detail)
         if wait and not detail.run.finished:
             note = (
@@ -430,13 +431,3 @@ class ScenarioKitTools:
         detail = await services.runs.get(parse_id(runId, "runId"), logs)
         return Answer(shape.run_detail_json(services.converter, detail))
 
-    async def _wait_for_end(self, run_id: uuid.UUID, seconds: float) -> RunDetail:
-        """The run once it has finished, or as it is when ``seconds`` have passed."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        while True:
-            detail = await self._services().runs.get(run_id)
-            left = deadline - loop.time()
-            if detail.run.finished or left <= 0:
-                return detail
-            await asyncio.sleep(min(WAIT_POLL_SECONDS, left))

@@ -128,7 +128,9 @@ def _fields(settings: Settings) -> dict[str, Any]:
 
 def _recorder(problems: list[Any]) -> Callable[[web.Request, web.StreamResponse], Awaitable[None]]:
     async def record(request: web.Request, response: web.StreamResponse) -> None:
-        if response.status >= 400 and request.path != "/health":
+        # /health answers 503 with its own body; past auth, /mcp answers JSON-RPC errors, as MCP says.
+        json_rpc = request.path.startswith("/mcp") and response.content_type == "application/json"
+        if response.status >= 400 and request.path != "/health" and not json_rpc:
             body = response.body if isinstance(response, web.Response) else None
             data = bytes(body) if isinstance(body, bytes | bytearray) else b""
             problems.append((request.path, response.status, dict(response.headers), data))
