@@ -61,7 +61,13 @@ def _add_database(parser: argparse.ArgumentParser) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from scenariokit_server.app import run_server
 
-    settings = _settings(args, host=args.host, port=args.port, insecure=args.insecure or None)
+    settings = _settings(
+        args,
+        host=args.host,
+        port=args.port,
+        insecure=args.insecure or None,
+        run_scheduler=False if args.no_scheduler else None,
+    )
     run_server(settings)
     return 0
 
@@ -200,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to bind (default 127.0.0.1; $SCENARIOKIT_HOST)")
     serve.add_argument("--port", type=int, help="port (default 13000; $SCENARIOKIT_PORT)")
     serve.add_argument("--workers", type=int, help="run worker processes (default: the number of cores)")
+    serve.add_argument(
+        "--no-scheduler",
+        action="store_true",
+        help="serve the API only, and let `scenariokit worker` processes run the scenarios "
+        "($SCENARIOKIT_RUN_SCHEDULER=0)",
+    )
     serve.add_argument(
         "--insecure",
         action="store_true",

@@ -136,6 +136,13 @@ def _names(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
+def _flag(raw: str) -> bool:
+    value = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(raw.lower())
+    if value is None:
+        raise ValueError("must be one of true, false, 1, 0, yes, no")
+    return value
+
+
 def _trace_mode(raw: str) -> TraceMode:
     if raw not in TRACE_MODES:
         raise ValueError(f"must be one of {', '.join(TRACE_MODES)}")
@@ -155,4 +162,5 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "workers": ("SCENARIOKIT_WORKERS", _positive_whole),
     "lease_seconds": ("SCENARIOKIT_LEASE_SECONDS", _positive_number),
     "session_keepalive_seconds": ("SCENARIOKIT_SESSION_KEEPALIVE", _positive_number),
+    "run_scheduler": ("SCENARIOKIT_RUN_SCHEDULER", _flag),
 }

@@ -176,6 +176,9 @@ class Scheduler:
                 continue
             run, job = claimed
             execution = _Execution(run_id=run.id, job=job)
+            execution.logs.append(
+                RunLogEntry(run_id=run.id, level="debug", message=f"claimed by {self.owner}")
+            )
             self._running[run.id] = execution
             task = asyncio.create_task(self._execute(execution), name=f"scenariokit-run-{run.id}")
             self._tasks.add(task)

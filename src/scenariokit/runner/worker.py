@@ -14,7 +14,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import threading
+import time
 import uuid
 from collections.abc import Coroutine
 from multiprocessing.connection import Connection
@@ -28,6 +30,7 @@ from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.execution import HeldSession, RunEnd, RunExecution, close_browser
 from scenariokit.runner.job import RunEvent, RunJob, SessionReleased
 from scenariokit.runner.plugin_hooks import PluginHooks
+from scenariokit.runner.processes import process_tree
 from scenariokit.runner.protocol import (
     CancelRun,
     Command,
@@ -54,6 +57,10 @@ class WorkerOptions:
     browser: BrowserConfig
     #: seconds a saved session's browser is kept open unless released sooner
     session_keepalive: float = 600.0
+
+
+#: How long a worker whose pool is gone may take to close its browsers before it is ended hard.
+ORPHAN_GRACE_SECONDS = 5.0
 
 
 def worker_main(conn: Connection, options: WorkerOptions) -> None:
@@ -99,10 +106,25 @@ class Worker:
                 command: Command = self._conn.recv()
             except (EOFError, OSError):
                 command = Shutdown()
+                threading.Thread(target=self._exit_when_stuck, name="orphan-guard", daemon=True).start()
             with contextlib.suppress(RuntimeError):  # the loop has already closed
                 loop.call_soon_threadsafe(inbox.put_nowait, command)
             if isinstance(command, Shutdown):
                 return
+
+    def _exit_when_stuck(self) -> None:
+        """The pool is gone: unless the worker has exited within a grace period, end it all from here.
+
+        Nobody is left to receive the outcome, and step code may keep the loop from closing (a CPU
+        spin) or the shutdown may wait on a stuck thread; without this a worker whose scheduler was
+        killed (SIGKILL) would live on with its browsers. The thread is a daemon: a clean exit ends it.
+        """
+        time.sleep(ORPHAN_GRACE_SECONDS)
+        logger.warning("the pool is gone and the worker has not exited: killing its browsers and exiting")
+        for pid in process_tree(os.getpgrp()) - {os.getpid()}:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        os._exit(1)
 
     def _send(self, report: Report) -> None:
         try:
