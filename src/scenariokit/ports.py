@@ -75,6 +75,10 @@ class ScenarioRepository(Repository[Scenario, ScenarioQuery]):
     async def all_ids(self) -> list[uuid.UUID]:
         """Every scenario id, oldest first (for export of all)."""
 
+    @abc.abstractmethod
+    async def step_owners(self, step_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
+        """The scenario holding each of these step ids, for those that are stored."""
+
 
 class EnvironmentRepository(Repository[Environment, EnvironmentQuery]):
     """Environments."""

@@ -365,19 +365,16 @@ class TransferService(ServiceBase):
                     wanted[step.id] = (item, index)
         if not wanted:
             return
-        owners = {step.id: scenario.id for scenario in stored.values() for step in scenario.steps}
-        if any(step_id not in owners for step_id in wanted):
-            others = [ident for ident in await uow.scenarios.all_ids() if ident not in stored]
-            for scenario in await self._get_many(uow.scenarios, others):
-                for step in scenario.steps:
-                    if step.id in wanted:
-                        item, index = wanted[step.id]
-                        path = f"steps[{index}].id"
-                        raise Conflict(
-                            f"{item.entity.path(path)} (line {item.entity.line_of(path)}): step {step.id} "
-                            f"belongs to scenario {scenario.id}, which this import does not replace; "
-                            "leave the step id out to get a new one"
-                        )
+        owners = await uow.scenarios.step_owners(list(wanted))
+        for step_id, owner in owners.items():
+            if owner not in stored:
+                item, index = wanted[step_id]
+                path = f"steps[{index}].id"
+                raise Conflict(
+                    f"{item.entity.path(path)} (line {item.entity.line_of(path)}): step {step_id} "
+                    f"belongs to scenario {owner}, which this import does not replace; "
+                    "leave the step id out to get a new one"
+                )
         donors = {
             owners[sid] for sid, (item, _) in wanted.items() if sid in owners and owners[sid] != item.ident
         }

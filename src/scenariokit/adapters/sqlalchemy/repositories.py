@@ -384,6 +384,18 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
         stmt = sa.select(self.table.c.id).order_by(self.table.c.created_at, self.table.c.id)
         return list((await self.conn.execute(stmt)).scalars())
 
+    async def step_owners(self, step_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
+        owners: dict[uuid.UUID, uuid.UUID] = {}
+        ids = list(step_ids)
+        for start in range(0, len(ids), 500):  # bounded IN lists
+            rows = await self.conn.execute(
+                sa.select(t.steps.c.id, t.steps.c.scenario_id).where(
+                    t.steps.c.id.in_(ids[start : start + 500])
+                )
+            )
+            owners.update({row.id: row.scenario_id for row in rows})
+        return owners
+
 
 class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
     table = t.runs
