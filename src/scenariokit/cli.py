@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from scenariokit.cli_run import add_run_command
 from scenariokit.domain.errors import ScenarioKitError, ValidationError
 
 DESCRIPTION = """\
@@ -275,16 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_database(importer)
     importer.set_defaults(handler=cmd_import)
 
-    _add_run_command(commands)
-    return parser
-
-
-def _add_run_command(commands: Any) -> None:
-    try:
-        from scenariokit.cli_run import add_run_command
-    except ImportError:
-        return
     add_run_command(commands)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

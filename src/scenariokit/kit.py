@@ -132,4 +132,3 @@ async def open_kit(
         yield kit
     finally:
         await kit.close()
-

@@ -430,4 +430,3 @@ class ScenarioKitTools:
         logs = LogQuery.from_params(query_params(page=page, limit=limit, q=q))
         detail = await services.runs.get(parse_id(runId, "runId"), logs)
         return Answer(shape.run_detail_json(services.converter, detail))
-

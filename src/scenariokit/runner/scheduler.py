@@ -266,7 +266,7 @@ class Scheduler:
         while True:
             await asyncio.sleep(max(self.lease_seconds / 2, 0.2))
             try:
-                await self.services.runs.reap_expired()
+                await self.services.runs.reap_expired(alive_owner=self.owner)
                 await self.services.runs.close_stale_sessions()
             except Exception:
                 log.exception("reaping expired leases failed")

@@ -274,11 +274,17 @@ class RunService(ServiceBase):
             self._notify("scenariokit_run_finished", run, scenario)
         return run
 
-    async def reap_expired(self) -> builtins.list[uuid.UUID]:
-        """Finish as ``worker_lost`` every run whose worker stopped renewing its lease."""
+    async def reap_expired(self, *, alive_owner: str | None = None) -> builtins.list[uuid.UUID]:
+        """Finish as ``worker_lost`` every run whose worker stopped renewing its lease.
+
+        ``alive_owner`` names the caller's own scheduler: its leases are never reaped by itself (it
+        knows it is alive even when a renewal came late under load).
+        """
         reaped = []
         async with self.ctx.uow() as uow:
             for lease in await uow.runs.expired_leases(utcnow()):
+                if lease.owner == alive_owner:
+                    continue
                 run = await uow.runs.get(lease.run_id)
                 if run is None or run.finished:
                     continue

@@ -20,6 +20,7 @@ from scenariokit.domain.errors import InvalidQuery, ValidationError
 
 API_PREFIX = "/api/v1"
 
+
 def path_id(request: web.Request, name: str = "id") -> uuid.UUID:
     """The UUID in path segment ``name``; 400 naming it when it is not a UUID."""
     raw = request.match_info[name]
