@@ -183,8 +183,12 @@ class Worker:
         return await self._playwright.chromium.launch(**config.launch_options())
 
     def _prepare_spare(self) -> None:
-        """Launch the next run's browser now, while idle, unless one is ready or a run is going."""
-        if self._spare is None and not self._runs:
+        """Launch the next run's browser now, unless one is ready or being launched.
+
+        It starts as soon as a run has taken the previous one, so it comes up while that run executes
+        (mostly waiting on pages) and the next queued run starts without waiting for a launch.
+        """
+        if self._spare is None:
             self._spare = asyncio.ensure_future(self._launch())
 
     async def _take_browser(self, job: RunJob) -> Any:
@@ -193,14 +197,15 @@ class Worker:
         if launcher is not None:
             return await launcher(self._playwright)
         spare, self._spare = self._spare, None
+        browser = None
         if spare is not None:
             try:
                 browser = await spare
             except Exception as exc:  # the spare failed to start; a launch now says why, if it fails too
                 logger.warning("spare browser failed to start: %s", exc)
-            else:
-                if browser.is_connected():
-                    return browser
+        self._prepare_spare()
+        if browser is not None and browser.is_connected():
+            return browser
         return await self._launch()
 
     # --- saved sessions --------------------------------------------------------------------------
