@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from scenariokit.cli_run import add_run_command
 from scenariokit.domain.errors import ScenarioKitError, ValidationError
 
 DESCRIPTION = """\
@@ -276,8 +275,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_database(importer)
     importer.set_defaults(handler=cmd_import)
 
-    add_run_command(commands)
+    _add_run_command(commands)
     return parser
+
+
+def _add_run_command(commands: Any) -> None:
+    try:
+        from scenariokit.cli_run import add_run_command
+    except ImportError:
+        return
+    add_run_command(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
