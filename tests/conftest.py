@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +49,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("SCENARIOKIT_SECRET_KEY", "test-secret-key")
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated, empty SQLite database file for tests to copy (copying is faster than migrating)."""
+    path = tmp_path_factory.mktemp("template") / "scenariokit.db"
+
+    async def migrate() -> None:
+        store = await open_store(f"sqlite:///{path}", secret_key="test-secret-key")
+        await store.close()
+
+    asyncio.run(migrate())
+    return path
 
 
 @pytest.fixture(

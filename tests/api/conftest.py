@@ -8,7 +8,6 @@ shape when the test ends.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,19 +26,6 @@ from scenariokit_server import Settings, create_app
 
 PG_URL = os.environ.get("SCENARIOKIT_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 SECRET_KEY = "api-test-secret-key"
-
-
-@pytest.fixture(scope="session")
-def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated, empty SQLite database file that each test copies (migrating takes longer)."""
-    path = tmp_path_factory.mktemp("template") / "scenariokit.db"
-
-    async def migrate() -> None:
-        store = await open_store(f"sqlite:///{path}", secret_key=SECRET_KEY)
-        await store.close()
-
-    asyncio.run(migrate())
-    return path
 
 
 @pytest.fixture

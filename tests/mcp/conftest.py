@@ -23,24 +23,10 @@ from mcp_support import Served, ServerFactory
 
 from scenariokit.bootstrap import open_services, running_scheduler
 from scenariokit.runner.scheduler import Scheduler
-from scenariokit.storage import open_store
 from scenariokit_server import Settings, create_app
 
 SECRET_KEY = "mcp-test-secret-key"
 HELLO_PAGE = "<!doctype html><html><head><title>Hello page</title></head><body><h1>Hello</h1></body></html>"
-
-
-@pytest.fixture(scope="session")
-def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated, empty SQLite file that each server copies (migrating takes longer)."""
-    path = tmp_path_factory.mktemp("template") / "scenariokit.db"
-
-    async def migrate() -> None:
-        store = await open_store(f"sqlite:///{path}", secret_key=SECRET_KEY)
-        await store.close()
-
-    asyncio.run(migrate())
-    return path
 
 
 @contextlib.asynccontextmanager
