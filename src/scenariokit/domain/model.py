@@ -11,6 +11,7 @@ import enum
 import math
 import re
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -157,6 +158,16 @@ class SessionStatus(enum.StrEnum):
 # --- aggregates and values -----------------------------------------------------------------------
 
 
+def run_time_limit(timeout_seconds: float | None, step_limits: Iterable[float]) -> float:
+    """A run's whole limit: the scenario's ``timeoutSeconds``, else the sum of its steps' limits.
+
+    A scenario without steps gets the default step limit, so that even an empty run is bounded.
+    """
+    if timeout_seconds is not None:
+        return timeout_seconds
+    return sum(step_limits) or DEFAULT_STEP_TIMEOUT_SECONDS
+
+
 @attrs.frozen
 class Step:
     """One step of a scenario: code that drives the page and holds its own assertions."""
@@ -194,6 +205,11 @@ class Scenario:
     id: uuid.UUID = attrs.field(factory=new_id)
     created_at: datetime = attrs.field(factory=utcnow)
     updated_at: datetime = attrs.field(factory=utcnow)
+
+    @property
+    def run_timeout(self) -> float:
+        """The whole-run limit in seconds (see :func:`run_time_limit`)."""
+        return run_time_limit(self.timeout_seconds, (step.effective_timeout for step in self.steps))
 
     def step(self, step_id: uuid.UUID) -> Step | None:
         """The step with this id, or None."""

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
-from scenariokit.domain.model import RunError, StepResult
+from scenariokit.domain.model import RunError, StepResult, run_time_limit
 
 TraceMode = Literal["off", "on-failure", "always"]
 
@@ -71,9 +71,7 @@ class RunJob:
     @property
     def run_timeout(self) -> float:
         """The whole-run limit in seconds."""
-        if self.timeout_seconds is not None:
-            return self.timeout_seconds
-        return sum(step.timeout_seconds for step in self.steps) or 30.0
+        return run_time_limit(self.timeout_seconds, (step.timeout_seconds for step in self.steps))
 
 
 # --- events a worker reports -------------------------------------------------------------------
