@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ import pytest_asyncio
 from scenariokit.runner.executor import WorkerPool
 from scenariokit.runner.job import RunEvent, RunFinished, RunJob, SessionReleased, StepJob
 from scenariokit.runner.processes import process_table, process_tree
+from served_pages import serve_pages
 
 MARKER_ENV = "SCENARIOKIT_RUNNER_TEST_MARK"
 
@@ -63,27 +62,11 @@ LOGIN_PAGE = """<!doctype html>
 PAGES = {"/": HOME_PAGE, "/login": LOGIN_PAGE}
 
 
-class _DemoSite(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = PAGES.get(self.path.split("?")[0])
-        self.send_response(200 if body else 404)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.end_headers()
-        self.wfile.write((body or "<h1>Not found</h1>").encode())
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep the test output clean
-        return None
-
-
 @pytest.fixture(scope="session")
 def site() -> Iterator[str]:
     """The demo site's base URL: ``/`` shows "logged in" once ``/login`` has stored a token."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _DemoSite)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve_pages(PAGES) as base:
+        yield base
 
 
 def _marked_browser_pids(marker: str) -> set[int]:
