@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from scenariokit.cli_run import add_run_command
 from scenariokit.domain.errors import ScenarioKitError, ValidationError
 
 DESCRIPTION = """\
@@ -183,6 +184,47 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+SERVE_EXAMPLES = """\
+examples:
+  scenariokit serve                                   # http://127.0.0.1:13000, Swagger UI at /docs
+  SCENARIOKIT_API_TOKENS=s3cret scenariokit serve --host 0.0.0.0
+                                                      # reachable from other machines, bearer token required
+  scenariokit serve --no-scheduler --database-url postgresql+asyncpg://postgres@db/scenariokit
+                                                      # API only; `scenariokit worker` processes run the runs
+"""
+
+WORKER_EXAMPLES = """\
+examples:
+  scenariokit worker --database-url postgresql+asyncpg://postgres@db/scenariokit --workers 4
+  SCENARIOKIT_BROWSER_WS=ws://browsers:3000/ scenariokit worker   # drive a remote Chromium
+"""
+
+DB_EXAMPLES = """\
+examples:
+  scenariokit db upgrade --database-url postgresql+asyncpg://postgres@db/scenariokit
+  scenariokit db current                              # the revision of ./scenariokit.db
+"""
+
+EXPORT_EXAMPLES = """\
+examples:
+  scenariokit export -o all.scenario.yaml             # every scenario
+  scenariokit export 3f2a...-uuid --include-environment -o checkout.scenario.yaml
+                                                      # one scenario, runnable by `scenariokit run`
+  scenariokit export --kind snippet 9c1d...-uuid -o login.snippet.yaml
+  scenariokit export --kind credential 0b8c...-uuid --include-secrets -o admin.yaml
+                                                      # secrets in clear text: keep the file safe
+"""
+
+IMPORT_EXAMPLES = """\
+examples:
+  scenariokit import checkout.scenario.yaml           # create or update by id
+  scenariokit export --include-environment | scenariokit import - --database-url postgresql+asyncpg://postgres@db/sk
+                                                      # copy the scenarios and their environments (linked
+                                                      # credentials must be in the stream or stored there)
+  scenariokit import staging.yaml --kind environment  # documents without a kind field
+"""
+
+
 # --- the parser -------------------------------------------------------------------------------
 
 
@@ -202,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="start the REST/MCP service",
         description="Start the service: REST under /api/v1, Swagger UI at /docs, MCP at /mcp, health at "
         "/health. Runs are executed by worker processes started with it.",
+        epilog=SERVE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--host", help="address to bind (default 127.0.0.1; $SCENARIOKIT_HOST)")
     serve.add_argument("--port", type=int, help="port (default 13000; $SCENARIOKIT_PORT)")
@@ -226,6 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Claim queued runs from the database and execute them. Start several against one "
         "PostgreSQL to spread runs over machines; a worker that dies has its runs finished as "
         "worker_lost once their lease expires.",
+        epilog=WORKER_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     worker.add_argument("--workers", type=int, help="worker processes (browsers) at once (default: cores)")
     worker.add_argument(
@@ -234,7 +280,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_database(worker)
     worker.set_defaults(handler=cmd_worker)
 
-    db = commands.add_parser("db", help="database schema: upgrade or show the revision")
+    db = commands.add_parser(
+        "db",
+        help="database schema: upgrade or show the revision",
+        description="Apply the schema migrations (the embedded SQLite default does this itself on first "
+        "start), or show the revision a database is at.",
+        epilog=DB_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     db.add_argument("action", choices=["upgrade", "current"], help="upgrade: apply migrations; current: show")
     _add_database(db)
     db.set_defaults(handler=cmd_db)
@@ -243,6 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
         "export",
         help="write scenarios (or one environment, credential or snippet) as YAML",
         description="Write a YAML stream. With no ids every scenario is exported.",
+        epilog=EXPORT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     export.add_argument("ids", nargs="*", help="ids to export (repeat or comma-separate)")
     export.add_argument(
@@ -264,6 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="read a YAML stream into the database (one transaction)",
         description="Upsert by id: environments and credentials first, then scenarios and their links. "
         "Any error changes nothing.",
+        epilog=IMPORT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     importer.add_argument("file", help="YAML file, or - for standard input")
     importer.add_argument(
@@ -275,16 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_database(importer)
     importer.set_defaults(handler=cmd_import)
 
-    _add_run_command(commands)
-    return parser
-
-
-def _add_run_command(commands: Any) -> None:
-    try:
-        from scenariokit.cli_run import add_run_command
-    except ImportError:
-        return
     add_run_command(commands)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -89,6 +89,6 @@ def test_db_current_reports_the_revision(source_db: tuple[str, str]) -> None:
 def test_help_teaches_with_examples() -> None:
     result = cli("--help")
     assert result.returncode == 0
-    for command in ("serve", "worker", "db", "export", "import"):
-        assert command in result.stdout
+    for command in ("serve", "worker", "db", "export", "import", "run"):
+        assert f"    {command} " in result.stdout
     assert "examples:" in result.stdout
