@@ -1,0 +1,41 @@
+"""The Python examples of README.md and docs/embedding.md run as written, against a page on 127.0.0.1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from doc_blocks import ROOT, code_block
+
+
+def run_example(code: str, name: str, site: str, monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """Execute an example as a script would, in ``folder``, with SITE_URL naming the test page."""
+    monkeypatch.setenv("SITE_URL", site)
+    monkeypatch.chdir(folder)
+    exec(compile(code, name, "exec"), {"__name__": "__main__"})
+
+
+def test_the_readme_python_example_runs_as_written(
+    example_site: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = code_block(ROOT / "README.md", after="## Use it from Python")
+
+    run_example(code, "README.md", example_site, monkeypatch, tmp_path)
+
+    assert capsys.readouterr().out.splitlines() == ["pass [('open', 'pass'), ('heading', 'pass')]"]
+    assert (tmp_path / "checks.db").is_file()
+
+
+def test_the_embedding_guide_example_runs_as_written(
+    example_site: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = code_block(ROOT / "docs" / "embedding.md", after="<!-- docs-example: embedding -->")
+
+    run_example(code, "docs/embedding.md", example_site, monkeypatch, tmp_path)
+
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("passed in ")
+    assert lines[1] == "failed: assertion Locator expected to have text 'Goodbye' (line 1)"
+    assert lines[2:4] == ["steps: [(1, 'pass'), (2, 'fail')]", "log: ['Example Domain']"]
+    screenshot = Path(lines[4].removeprefix("screenshot: "))
+    assert (tmp_path / screenshot).read_bytes().startswith(b"\x89PNG")

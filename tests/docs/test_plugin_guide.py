@@ -1,0 +1,124 @@
+"""The plugin guide's promises: its example plugin works as written, and each hook does what it says.
+
+Hooks of the worker processes are called through :class:`PluginHooks`, the object a worker calls them
+with; the scheduler's hooks through a real run. ``test_hook_<name>`` tests are what the hook reference
+meta-test looks for.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from doc_blocks import ROOT, code_block
+from playwright.async_api import async_playwright
+
+import scenariokit
+from scenariokit.adapters.sqlalchemy import SqlStore
+from scenariokit.ports import Store
+from scenariokit.runner.browser import discover_browser
+from scenariokit.runner.job import RunJob
+from scenariokit.runner.plugin_hooks import PluginHooks
+from scenariokit.services import Services
+from scenariokit.storage import open_store
+
+
+def job() -> RunJob:
+    return RunJob(
+        run_id=uuid.uuid4(), scenario_id=uuid.uuid4(), scenario_name="s", steps=(), env_name="e", env_data={}
+    )
+
+
+async def test_hook_run_started_and_finished_reach_the_example_plugin_of_the_guide(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    module = types.ModuleType("scenariokit_run_log")
+    exec(code_block(ROOT / "docs" / "plugins.md", after="<!-- docs-example: plugin -->"), module.__dict__)
+    plugins = scenariokit.get_plugin_manager()
+    plugins.register(module)
+    plugins.check_pending()
+    caplog.set_level(logging.INFO, logger="scenariokit_run_log")
+
+    async with scenariokit.open_kit(
+        f"sqlite:///{tmp_path}/kit.db", artifacts_dir=tmp_path / "a", plugins=plugins
+    ) as kit:
+        env = await kit.environments.create({"name": "none", "data": {}})
+        scenario = await kit.scenarios.create({"name": "says hi", "steps": [{"execCode": "print('hi')"}]})
+        result = await kit.run(scenario.id, environment_id=env.id, timeout=60)
+
+    messages = [r.getMessage() for r in caplog.records if r.name == "scenariokit_run_log"]
+    assert messages[0] == f"run {result.run.id} of 'says hi' started"
+    assert messages[1].startswith(f"run {result.run.id} of 'says hi' finished: pass in ")
+
+
+async def test_hook_storage_backend_serves_the_schemes_a_plugin_claims(tmp_path: Path) -> None:
+    class FolderStores:
+        @scenariokit.hookimpl
+        def scenariokit_storage_backend(self, url: str, secret_key: str) -> Store | None:
+            if not url.startswith("folder://"):
+                return None
+            return SqlStore(f"sqlite:///{tmp_path}/{url.removeprefix('folder://')}.db", secret_key=secret_key)
+
+    plugins = scenariokit.get_plugin_manager()
+    plugins.register(FolderStores())
+
+    store = await open_store("folder://checks", secret_key="k", plugin_manager=plugins)
+    try:
+        services = Services(store, plugins=plugins)
+        await services.environments.create({"name": "kept", "data": {}})
+        assert [e.name for e in (await services.environments.list()).items] == ["kept"]
+    finally:
+        await store.close()
+    assert (tmp_path / "checks.db").is_file()
+    with pytest.raises(scenariokit.ScenarioKitError, match="no storage backend serves 'nowhere' URLs"):
+        await open_store("nowhere://x", plugin_manager=plugins)
+
+
+def test_hook_extract_session_token_overrides_the_built_in_rule() -> None:
+    class HeaderToken:
+        @scenariokit.hookimpl
+        def scenariokit_extract_session_token(self, storage_state: dict[str, Any]) -> str | None:
+            found = [c["value"] for c in storage_state.get("cookies", []) if c["name"] == "X-Session"]
+            return found[0] if found else None
+
+    plugins = scenariokit.get_plugin_manager()
+    plugins.register(HeaderToken())
+    hooks = PluginHooks(plugins.hook)
+
+    both = {"cookies": [{"name": "token", "value": "built-in"}, {"name": "X-Session", "value": "mine"}]}
+    assert hooks.extract_token(both) == "mine"
+    assert hooks.extract_token({"cookies": [{"name": "token", "value": "built-in"}]}) == "built-in"
+
+
+async def test_hook_browser_provider_launches_the_run_browser() -> None:
+    launched: list[uuid.UUID] = []
+
+    class OwnBrowsers:
+        @scenariokit.hookimpl
+        def scenariokit_browser_provider(self, job: RunJob) -> Any:
+            async def launch(playwright: Any) -> Any:
+                launched.append(job.run_id)
+                return await playwright.chromium.launch(**discover_browser().launch_options())
+
+            return launch
+
+    plugins = scenariokit.get_plugin_manager()
+    plugins.register(OwnBrowsers())
+    the_job = job()
+    launcher = PluginHooks(plugins.hook).browser_provider(the_job)
+    assert launcher is not None
+
+    async with async_playwright() as playwright:
+        browser = await launcher(playwright)
+        try:
+            page = await browser.new_page()
+            await page.set_content("<h1>launched by a plugin</h1>")
+            assert await page.text_content("h1") == "launched by a plugin"
+        finally:
+            await browser.close()
+    assert launched == [the_job.run_id]
+    assert PluginHooks(scenariokit.get_plugin_manager().hook).browser_provider(the_job) is None
