@@ -410,25 +410,31 @@ async def test_closing_a_pool_leaves_no_browser_behind_and_sessions_expire(
     async def remember(event: SessionReleased) -> None:
         released.append(event)
 
-    own = WorkerPool(1, session_keepalive=0.5, on_session_released=remember)
-    await own.start()
+    expiring = WorkerPool(1, session_keepalive=0.5, on_session_released=remember)
+    await expiring.start()
     try:
         first = make_job("await page.goto(helpers.getEnvUrl())", save_session=True)
-        await run(first, own)
+        await run(first, expiring)
         for _ in range(50):
             if released:
                 break
             await asyncio.sleep(0.1)
         assert released == [SessionReleased(run_id=first.run_id, reason="expired")]
+    finally:
+        await expiring.close()
 
+    # A keep-alive no loaded machine outlasts, so only closing the pool can release this one.
+    holding = WorkerPool(1, session_keepalive=600, on_session_released=remember)
+    await holding.start()
+    try:
         held = make_job("await page.goto(helpers.getEnvUrl())", save_session=True)
-        await run(held, own)
-        assert own.held_sessions() == [held.run_id]
-        (worker,) = own.worker_pids()
+        await run(held, holding)
+        assert holding.held_sessions() == [held.run_id]
+        (worker,) = holding.worker_pids()
         browsers = browsers_started_by(worker)
         assert browsers, "the held session's browser and the spare should be running"
     finally:
-        await own.close()
+        await holding.close()
 
     assert wait_until_gone(browsers) == set()
     assert SessionReleased(run_id=held.run_id, reason="worker stopped") in released
