@@ -1,10 +1,15 @@
-"""Domain rules that need no store: the whole-run time limit a scenario gets."""
+"""Domain rules that need no store: run time limits, every broken field named, code that compiles."""
 
 from __future__ import annotations
 
 import uuid
 
-from scenariokit.domain.model import DEFAULT_STEP_TIMEOUT_SECONDS, Scenario, Step
+import pytest
+
+from scenariokit.convert import make_converter, structure_input
+from scenariokit.domain.errors import ValidationError
+from scenariokit.domain.model import DEFAULT_STEP_TIMEOUT_SECONDS, FieldErrors, Scenario, Step
+from scenariokit.inputs import ScenarioInput, SnippetInput, StepInput
 from scenariokit.runner.job import RunJob, StepJob
 
 
@@ -39,3 +44,63 @@ def test_the_runner_job_applies_the_same_rule() -> None:
     )
 
     assert job.run_timeout == scenario.run_timeout == 7
+
+
+# --- every broken rule is named; code must compile ---------------------------------------------
+
+
+def test_every_broken_field_of_one_object_is_named_together() -> None:
+    with pytest.raises(FieldErrors) as refused:
+        ScenarioInput(name=" ", timeout_seconds=0)
+
+    assert refused.value.errors == {
+        "name": "is required and must not be blank",
+        "timeoutSeconds": "must be greater than 0 and at most 3600",
+    }
+
+
+def test_a_structured_input_reports_all_its_fields_under_their_json_paths() -> None:
+    with pytest.raises(ValidationError) as refused:
+        structure_input(make_converter(), {"alias": "1x", "title": "", "code": "return ("}, SnippetInput)
+
+    assert set(refused.value.errors) == {"alias", "title", "code"}
+
+
+@pytest.mark.parametrize(
+    ("code", "problem"),
+    [
+        ("await page.goto(", "'(' was never closed (line 1)"),
+        ("x = 1\n  y = 2", "unexpected indent (line 2)"),
+        ("return 5", "'return' outside function (line 1)"),
+    ],
+)
+def test_step_code_that_does_not_compile_is_refused_naming_the_line(code: str, problem: str) -> None:
+    with pytest.raises(FieldErrors) as refused:
+        StepInput(exec_code=code)
+
+    assert refused.value.errors == {"execCode": f"is not valid Python: {problem}"}
+
+
+def test_step_code_may_await_at_the_top_level() -> None:
+    assert StepInput(exec_code="await page.goto(helpers.getEnvUrl())\nlog('ok')").order is None
+
+
+def test_snippet_code_is_a_function_body_so_it_may_return_and_await() -> None:
+    SnippetInput(alias="sum", title="Sum", code="await page.wait_for_timeout(1)\nreturn sum(args)")
+
+    with pytest.raises(FieldErrors, match=r"code: is not valid Python: invalid syntax \(line 2\)"):
+        SnippetInput(alias="sum", title="Sum", code="x = 1\nreturn x +")
+
+
+def test_stored_steps_load_without_being_compiled_the_runner_reports_them() -> None:
+    """Code stored before this rule (or by other means) must stay readable; runs report its error."""
+    assert Step(exec_code="await (").exec_code == "await ("
+
+
+def test_whole_seconds_are_held_as_floats_so_a_write_answers_what_a_read_gives() -> None:
+    scenario = Scenario(name="s", timeout_seconds=120, steps=(Step(exec_code="pass", timeout_seconds=5),))
+
+    assert scenario.timeout_seconds == 120.0 and isinstance(scenario.timeout_seconds, float)
+    assert isinstance(scenario.steps[0].timeout_seconds, float)
+    with pytest.raises(FieldErrors, match="must be a number"):
+        Scenario(name="s", timeout_seconds=True)  # type: ignore[arg-type]

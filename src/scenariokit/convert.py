@@ -23,7 +23,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from scenariokit import inputs
 from scenariokit.domain import model
 from scenariokit.domain.errors import ValidationError
-from scenariokit.domain.model import FieldError, camel
+from scenariokit.domain.model import FieldError, FieldErrors, camel
 
 T = TypeVar("T")
 
@@ -189,6 +189,10 @@ def _collect(exc: BaseException, path: str, errors: dict[str, str]) -> None:
         return
     if isinstance(exc, FieldError):
         errors[_join(path, exc.field)] = exc.message
+        return
+    if isinstance(exc, FieldErrors):
+        for field, message in exc.errors.items():
+            errors[_join(path, field)] = message
         return
     if isinstance(exc, KeyError):
         errors[path or "$"] = "is required"

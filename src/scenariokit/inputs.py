@@ -11,20 +11,30 @@ from typing import Any
 
 import attrs
 
-from scenariokit.domain.model import json_object, required_text, valid_alias, valid_order, valid_timeout
+from scenariokit.domain.code import valid_snippet_code, valid_step_code
+from scenariokit.domain.model import (
+    json_object,
+    reports_every_field,
+    required_text,
+    valid_alias,
+    valid_order,
+    valid_timeout,
+)
 
 
+@reports_every_field
 @attrs.frozen
 class StepInput:
     """A step to create, or the full new state of one (PUT)."""
 
-    exec_code: str
+    exec_code: str = attrs.field(validator=valid_step_code)
     title: str | None = None
     order: int | None = attrs.field(default=None, validator=attrs.validators.optional(valid_order))
     timeout_seconds: float | None = attrs.field(default=None, validator=valid_timeout)
     id: uuid.UUID | None = None
 
 
+@reports_every_field
 @attrs.frozen
 class LinkInput:
     """Link a credential to a scenario under an alias."""
@@ -40,6 +50,7 @@ class StepOrderInput:
     step_ids: tuple[uuid.UUID, ...]
 
 
+@reports_every_field
 @attrs.frozen
 class ScenarioInput:
     """A scenario to create, or the full new state of one (PUT)."""
@@ -52,6 +63,7 @@ class ScenarioInput:
     credentials: tuple[LinkInput, ...] | None = None
 
 
+@reports_every_field
 @attrs.frozen
 class EnvironmentInput:
     """An environment to create, or the full new state of one."""
@@ -61,6 +73,7 @@ class EnvironmentInput:
     data: dict[str, Any] = attrs.field(factory=dict, validator=json_object)
 
 
+@reports_every_field
 @attrs.frozen(repr=False)
 class CredentialInput:
     """A credential to create or replace. A ``secret`` of None keeps the stored one on update."""
@@ -74,6 +87,7 @@ class CredentialInput:
         return f"CredentialInput(name={self.name!r}, username={self.username!r}, secret=***)"
 
 
+@reports_every_field
 @attrs.frozen
 class SnippetInput:
     """A snippet to create or replace."""
@@ -81,7 +95,7 @@ class SnippetInput:
     alias: str = attrs.field(validator=valid_alias)
     title: str = attrs.field(validator=required_text)
     description: str | None = None
-    code: str = ""
+    code: str = attrs.field(default="", validator=valid_snippet_code)
 
 
 @attrs.frozen

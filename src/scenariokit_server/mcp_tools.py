@@ -306,7 +306,7 @@ class ScenarioKitTools:
         return Answer(shape.scenario_json(services.converter, scenario))
 
     async def delete_scenario(self, scenarioId: ScenarioId) -> Answer:
-        """Delete a scenario with its steps, credential links and runs."""
+        """Delete a scenario with its steps, credential links and finished runs (refused while one runs)."""
         ident = parse_id(scenarioId, "scenarioId")
         await self._services().scenarios.delete(ident)
         return Answer({"id": str(ident), "deleted": True})

@@ -149,6 +149,22 @@ async def test_step_without_code_is_refused(client: Client) -> None:
     assert problem["errors"] == {"execCode": "is required"}
 
 
+async def test_code_that_does_not_compile_is_refused_and_the_stored_step_is_unchanged(client: Client) -> None:
+    scenario = await _scenario(client, steps=[{"execCode": "await page.goto(helpers.getEnvUrl())"}])
+    step_url = f"{API}/scenarios/{scenario['id']}/steps/{scenario['steps'][0]['id']}"
+
+    problem = await problem_of(await client.patch(step_url, json={"execCode": "await page.goto(\n"}), 400)
+    assert problem["errors"] == {"execCode": "is not valid Python: '(' was never closed (line 1)"}
+    assert (await (await client.get(step_url)).json())["execCode"] == "await page.goto(helpers.getEnvUrl())"
+
+    problem = await problem_of(
+        await client.post(f"{API}/snippets", json={"alias": "login", "title": "Log in", "code": "return ("}),
+        400,
+    )
+    assert problem["errors"] == {"code": "is not valid Python: '(' was never closed (line 1)"}
+    assert (await (await client.get(f"{API}/snippets")).json())["total"] == 0
+
+
 @both_backends
 async def test_credential_links(client: Client) -> None:
     scenario = await _scenario(client)

@@ -31,8 +31,11 @@ async def seed(client: Client) -> dict[str, Any]:
             "timeoutSeconds": 90,
             "credentials": [{"credentialId": credential["id"], "alias": "admin"}],
             "steps": [
-                {"title": "open", "execCode": "await page.goto(helpers.getEnvUrl())\n\tlog('x')  \n"},
-                {"execCode": "no final newline\nhere", "timeoutSeconds": 2.5},
+                {
+                    "title": "open",
+                    "execCode": "await page.goto(helpers.getEnvUrl())\nif True:\n\tlog('x')  \n",
+                },
+                {"execCode": "log('no final newline')\nlog('here')", "timeoutSeconds": 2.5},
             ],
         },
     )

@@ -91,6 +91,13 @@ SAME_AS_REST = {
         "/scenarios",
         {"name": "x", "steps": [{"execCode": "pass", "timeoutSeconds": -1}]},
     ),
+    "step code that does not compile": (
+        "update_step",
+        {"scenarioId": "{scenario}", "stepId": "{step}", "execCode": "await page.goto("},
+        "PATCH",
+        "/scenarios/{scenario}/steps/{step}",
+        {"execCode": "await page.goto("},
+    ),
     "environmentId not a UUID": (
         "create_scenario",
         {"name": "x", "environmentId": "not-a-uuid"},

@@ -146,9 +146,21 @@ async def test_deleting_an_environment_keeps_its_runs_readable(services: Service
     assert (await services.scenarios.get(scenario_id)).environment_id is None
 
 
+async def test_a_scenario_with_a_run_in_progress_cannot_be_deleted(services: Services) -> None:
+    scenario_id, env_id, _ = await _fixture(services)
+    run = await services.runs.create({"scenarioId": str(scenario_id), "environmentId": str(env_id)})
+
+    with pytest.raises(Conflict, match="1 run\\(s\\) in progress"):
+        await services.scenarios.delete(scenario_id)
+
+    assert (await services.scenarios.get(scenario_id)).id == scenario_id
+    assert (await services.runs.get(run.id)).run.status is RunStatus.IN_PROGRESS
+
+
 async def test_deleting_a_scenario_removes_its_steps_links_and_runs(services: Services) -> None:
     scenario_id, env_id, cred_id = await _fixture(services)
     run = await services.runs.create({"scenarioId": str(scenario_id), "environmentId": str(env_id)})
+    await services.runs.cancel(run.id)  # finished runs go with their scenario
     await services.scenarios.delete(scenario_id)
     with pytest.raises(NotFound):
         await services.runs.get(run.id)

@@ -130,7 +130,7 @@ async def test_rule_9_a_scenarios_steps_are_deleted_and_recreated_from_the_impor
         f"kind: scenario\nid: {scenario.id}\nname: s\nsteps:\n"
         f"  - id: {new_id}\n    execCode: first\n"
         f"  - id: {kept}\n    execCode: two, changed\n    timeoutSeconds: 5\n"
-        "  - execCode: no id\n"
+        "  - execCode: no_id\n"
     )
 
     await services.transfer.import_yaml(text, kind="scenario")
@@ -139,7 +139,7 @@ async def test_rule_9_a_scenarios_steps_are_deleted_and_recreated_from_the_impor
     assert [(s.order, s.exec_code, s.timeout_seconds) for s in steps] == [
         (1, "first", None),
         (2, "two, changed", 5),
-        (3, "no id", None),
+        (3, "no_id", None),
     ]
     assert steps[0].id == new_id
     assert steps[1].id == kept

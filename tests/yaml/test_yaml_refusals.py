@@ -47,6 +47,12 @@ BAD_DOCUMENTS: dict[str, tuple[Case, str, int, str]] = {
         11,
         "is required",
     ),
+    "step code that does not compile": (
+        lambda fs: "kind: scenario\nname: x\nsteps:\n  - execCode: |\n      await page.goto(\n",
+        "documents[2].steps[0].execCode",
+        11,
+        "is not valid Python: '(' was never closed (line 1)",
+    ),
     "blank name": (lambda fs: "kind: scenario\nname: '  '\n", "documents[2].name", 9, "must not be blank"),
     "wrong kind": (lambda fs: "kind: snippet\nalias: a\ntitle: t\n", "documents[2].kind", 8, "does not fit"),
     "unknown kind": (lambda fs: "kind: widget\nname: w\n", "documents[2].kind", 8, "unknown kind"),

@@ -90,17 +90,28 @@ async def test_single_entity_exports_round_trip(
 
 # Text the databases hold: no NUL (PostgreSQL refuses it) and no lone surrogates.
 code_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=60)
-tricky_code = st.lists(
-    st.sampled_from(["\n", "\t", " ", "  ", "\r\n", "\r", "a", "é", "🙂", "#", ": ", "- ", "|", "\u2028"]),
-    max_size=12,
-).map("".join)
+# Step code must compile, so arbitrary text goes into comments; blank lines, indentation, every line
+# ending and the characters YAML cares about stay in play.
+_comment_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\n\r"), max_size=40
+)
+_blank = st.text(st.sampled_from(" \t"), max_size=4)
+_line = (
+    _blank
+    | st.tuples(_blank, _comment_text).map(lambda parts: f"{parts[0]}#{parts[1]}")
+    | st.sampled_from(["pass", "x = 'é 🙂'", "log('a: b - c | d')", "a = 1  ", "if True:\n\tlog('tab')  "])
+)
+_ended_line = st.tuples(_line, st.sampled_from(["\n", "\r\n", "\r"]))
+tricky_code = st.tuples(st.lists(_ended_line, max_size=6), _line).map(
+    lambda parts: "".join(line + end for line, end in parts[0]) + parts[1]
+)
 names = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=40).filter(
     lambda s: s.strip() == s and s != ""
 )
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=names, description=st.none() | code_text, codes=st.lists(code_text | tricky_code, max_size=3))
+@given(name=names, description=st.none() | code_text, codes=st.lists(tricky_code, max_size=3))
 async def test_random_names_and_code_survive_export_and_import(
     lite: Services, lite_other: Services, name: str, description: str | None, codes: list[str]
 ) -> None:

@@ -64,7 +64,7 @@ async def populate(services: Services) -> FixtureSet:
                     "execCode": "await page.goto(helpers.getEnvUrl())\nawait expect(page).to_be_ok()\n",
                     "timeoutSeconds": 10,
                 },
-                {"execCode": "if True:\n\tlog('tab')  \n    log('trailing spaces')", "timeoutSeconds": 2.5},
+                {"execCode": "if True:\n\tlog('tab')  \nlog('trailing spaces')   ", "timeoutSeconds": 2.5},
                 {"title": "", "execCode": "log('single line')"},
             ],
         }
@@ -75,7 +75,10 @@ async def populate(services: Services) -> FixtureSet:
     bare = await services.scenarios.create(
         {
             "name": "No description",
-            "steps": [{"execCode": "x = 1\n\n\n"}, {"execCode": "  leading spaces\nline\r\nwith CR"}],
+            "steps": [
+                {"execCode": "x = 1\n\n\n"},
+                {"execCode": "  # leading spaces\nline = 1\r\nwith_cr = 2"},
+            ],
         }
     )
     snippet = await services.snippets.create(

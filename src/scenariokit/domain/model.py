@@ -13,7 +13,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -64,11 +64,67 @@ class FieldError(ValueError):
         self.message = message
 
 
+class FieldErrors(ValueError):
+    """Every field of one object that broke its rule, so a caller can fix them all at once."""
+
+    def __init__(self, errors: Iterable[FieldError]) -> None:
+        self.errors = {error.field: error.message for error in errors}
+        super().__init__("; ".join(f"{field}: {message}" for field, message in self.errors.items()))
+
+
+C = TypeVar("C", bound=type)
+
+
+def reports_every_field(cls: C) -> C:
+    """Class decorator: a construction that breaks field rules raises :class:`FieldErrors` naming all.
+
+    attrs' ``__init__`` assigns every field before it runs the validators, so once the first one
+    complains the others can still be asked; only a failing construction pays for that.
+    """
+    init = vars(cls)["__init__"]  # attrs writes __init__ into the class itself
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except FieldError as first:
+            raise FieldErrors([first, *_other_complaints(self, first)]) from None
+
+    __init__.__doc__ = init.__doc__
+    setattr(cls, "__init__", __init__)  # noqa: B010 (mypy refuses assigning a method)
+    return cls
+
+
+def _other_complaints(instance: Any, first: FieldError) -> list[FieldError]:
+    found = []
+    for field in attrs.fields(type(instance)):
+        if field.validator is None:
+            continue
+        value = getattr(instance, field.name, attrs.NOTHING)
+        if value is attrs.NOTHING:  # not assigned: __init__ failed before the validators ran
+            continue
+        try:
+            field.validator(instance, field, value)
+        except FieldError as error:
+            if error.field != first.field:
+                found.append(error)
+    return found
+
+
 def required_text(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise FieldError(camel(attribute.name), "is required and must not be blank")
     if len(value) > NAME_MAX:
         raise FieldError(camel(attribute.name), f"must be at most {NAME_MAX} characters")
+
+
+def seconds(value: Any) -> Any:
+    """A whole number of seconds as a float, as every store gives it back; anything else unchanged.
+
+    So a write answers ``"timeoutSeconds": 120.0`` exactly as a later read does.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
 
 
 def valid_timeout(_: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
@@ -168,6 +224,7 @@ def run_time_limit(timeout_seconds: float | None, step_limits: Iterable[float]) 
     return sum(step_limits) or DEFAULT_STEP_TIMEOUT_SECONDS
 
 
+@reports_every_field
 @attrs.frozen
 class Step:
     """One step of a scenario: code that drives the page and holds its own assertions."""
@@ -175,7 +232,7 @@ class Step:
     exec_code: str = attrs.field(validator=attrs.validators.instance_of(str))
     order: int = attrs.field(default=1, validator=valid_order)
     title: str | None = None
-    timeout_seconds: float | None = attrs.field(default=None, validator=valid_timeout)
+    timeout_seconds: float | None = attrs.field(default=None, converter=seconds, validator=valid_timeout)
     id: uuid.UUID = attrs.field(factory=new_id)
 
     @property
@@ -184,6 +241,7 @@ class Step:
         return self.timeout_seconds if self.timeout_seconds is not None else DEFAULT_STEP_TIMEOUT_SECONDS
 
 
+@reports_every_field
 @attrs.frozen
 class CredentialLink:
     """A credential linked to a scenario under an alias that step code uses to read it."""
@@ -192,6 +250,7 @@ class CredentialLink:
     alias: str = attrs.field(validator=valid_alias)
 
 
+@reports_every_field
 @attrs.frozen
 class Scenario:
     """An ordered list of steps, run as a whole against an environment."""
@@ -199,7 +258,7 @@ class Scenario:
     name: str = attrs.field(validator=required_text)
     description: str | None = None
     environment_id: uuid.UUID | None = None
-    timeout_seconds: float | None = attrs.field(default=None, validator=valid_timeout)
+    timeout_seconds: float | None = attrs.field(default=None, converter=seconds, validator=valid_timeout)
     credentials: tuple[CredentialLink, ...] = attrs.field(default=(), validator=_unique_aliases)
     steps: tuple[Step, ...] = attrs.field(default=(), converter=_sorted_steps, validator=_unique_step_ids)
     id: uuid.UUID = attrs.field(factory=new_id)
@@ -220,6 +279,7 @@ class Scenario:
         return next((link for link in self.credentials if link.credential_id == credential_id), None)
 
 
+@reports_every_field
 @attrs.frozen
 class Environment:
     """A named set of key-value data that step code reads through ``helpers.env``."""
@@ -241,6 +301,7 @@ class Environment:
         raise LookupError(f"environment {self.name!r} has no URL: tried data keys {tried}")
 
 
+@reports_every_field
 @attrs.frozen(repr=False)
 class Credential:
     """A username and secret step code reads by alias. The secret never appears in a response."""
@@ -262,6 +323,7 @@ class Credential:
         return f"Credential(id={self.id!s}, name={self.name!r}, username={self.username!r}, secret=***)"
 
 
+@reports_every_field
 @attrs.frozen
 class Snippet:
     """Reusable code, called from step code with ``await runSnippet(alias, args)``."""

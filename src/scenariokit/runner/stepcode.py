@@ -9,7 +9,6 @@ visible to the steps after it.
 
 from __future__ import annotations
 
-import ast
 import builtins
 import inspect
 import sys
@@ -20,6 +19,7 @@ from typing import Any, NamedTuple, Protocol
 
 from playwright.async_api import expect
 
+from scenariokit.domain.code import compile_snippet_code, compile_step_code
 from scenariokit.domain.model import Environment, RunErrorKind
 from scenariokit.runner.job import CredentialValue, RunJob, StepJob
 
@@ -70,7 +70,7 @@ def step_filename(step: StepJob) -> str:
 
 def compile_step(step: StepJob) -> types.CodeType:
     """Step code compiled with top-level ``await`` allowed. Raises :class:`SyntaxError`."""
-    return compile(step.exec_code, step_filename(step), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    return compile_step_code(step.exec_code, step_filename(step))
 
 
 def check_syntax(steps: Sequence[StepJob]) -> list[SyntaxProblem]:
@@ -88,15 +88,8 @@ def check_syntax(steps: Sequence[StepJob]) -> list[SyntaxProblem]:
 
 def compile_snippet(alias: str, code: str) -> types.CodeType:
     """Snippet code compiled as the body of ``async def __snippet__(args)``, keeping its line numbers."""
-    filename = f"<snippet {alias}>"
     try:
-        body = ast.parse(code, filename).body
-        module = ast.parse("async def __snippet__(args):\n    pass\n", filename)
-        function = module.body[0]
-        assert isinstance(function, ast.AsyncFunctionDef)
-        if body:
-            function.body = body
-        return compile(module, filename, "exec")
+        return compile_snippet_code(code, f"<snippet {alias}>")
     except SyntaxError as exc:
         raise SyntaxError(f"in snippet {alias!r} line {exc.lineno}: {exc.msg}") from None
 

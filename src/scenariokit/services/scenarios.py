@@ -8,11 +8,12 @@ from typing import Any
 
 import attrs
 
+from scenariokit.convert import errors_of
 from scenariokit.domain.errors import Conflict, NotFound, ValidationError
-from scenariokit.domain.model import CredentialLink, Scenario, Step, utcnow
+from scenariokit.domain.model import CredentialLink, RunStatus, Scenario, Step, utcnow
 from scenariokit.inputs import LinkInput, ScenarioInput, StepInput, StepOrderInput
 from scenariokit.ports import UnitOfWork
-from scenariokit.queries import Page, ScenarioQuery
+from scenariokit.queries import Page, RunQuery, ScenarioQuery
 
 from .base import ServiceBase, merge_patch, missing_reference, require
 
@@ -96,8 +97,7 @@ class ScenarioService(ServiceBase):
                 )
             return attrs.evolve(base, **fields) if base else Scenario(**fields)
         except ValueError as exc:
-            field, message = getattr(exc, "field", "$"), getattr(exc, "message", str(exc))
-            raise ValidationError("invalid scenario", {field: message}) from None
+            raise ValidationError("invalid scenario", errors_of(exc)) from None
 
     # --- scenarios ------------------------------------------------------------------------------
 
@@ -144,8 +144,20 @@ class ScenarioService(ServiceBase):
         return await self.replace(scenario_id, merge_patch(current, changes, what="scenario"))
 
     async def delete(self, scenario_id: uuid.UUID) -> None:
-        """Delete a scenario with its steps, credential links and runs."""
+        """Delete a scenario with its steps, credential links and finished runs.
+
+        While a run of it is in progress the delete is refused (:class:`Conflict`): the run's worker
+        still writes its log and result, so the run must be cancelled or finish first.
+        """
         async with self.ctx.uow() as uow:
+            running = await uow.runs.list(
+                RunQuery(status=RunStatus.IN_PROGRESS, scenario_id=scenario_id, limit=1)
+            )
+            if running.total:
+                raise Conflict(
+                    f"scenario {scenario_id} has {running.total} run(s) in progress; cancel them or let "
+                    "them finish first"
+                )
             if not await uow.scenarios.delete(scenario_id):
                 raise NotFound("scenario", scenario_id)
             await uow.commit()
