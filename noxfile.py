@@ -36,9 +36,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """Check types with mypy."""
+    """Check types with mypy: the library and the server, then each plugin distribution."""
     _install_project(session, "dev")
     session.run("mypy", *session.posargs)
+    if not session.posargs:
+        session.run("mypy", *(f"{plugin}/src" for plugin in PLUGINS))
 
 
 @nox.session
