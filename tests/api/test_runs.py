@@ -152,3 +152,18 @@ async def test_artifact_404s_and_traversal_is_refused(
         assert b"not an artifact" not in await response.read()
     traversal = await client.get(f"{API}/run/{run_id}/artifacts/../../secret.txt")  # the client normalizes it
     assert traversal.status in (400, 404) and b"not an artifact" not in await traversal.read()
+
+
+async def test_a_scenario_with_a_run_in_progress_is_not_deleted_until_the_run_ends(
+    client: Client, targets: dict[str, Any]
+) -> None:
+    run = await _run(client, targets)
+    scenario_url = f"{API}/scenarios/{targets['scenario']['id']}"
+
+    problem = await problem_of(await client.delete(scenario_url), 409)
+    assert "1 run(s) in progress" in problem["detail"]
+    assert (await client.get(f"{API}/run/{run['id']}")).status == 200
+
+    assert (await client.post(f"{API}/run/{run['id']}/cancel")).status == 200
+    assert (await client.delete(scenario_url)).status == 204
+    await problem_of(await client.get(f"{API}/run/{run['id']}"), 404)

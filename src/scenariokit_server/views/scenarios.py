@@ -77,7 +77,13 @@ async def put_scenario(request: web.Request) -> web.Response:
     return ok(shape.scenario_json(services.converter, scenario))
 
 
-@operation("scenarios", "Delete a scenario with its steps, links and runs", status=204, errors=(400, 404))
+@operation(
+    "scenarios",
+    "Delete a scenario with its steps, links and finished runs",
+    status=204,
+    errors=(400, 404, 409),
+    description="Refused with 409 while a run of the scenario is in progress: cancel it or let it finish.",
+)
 async def delete_scenario(request: web.Request) -> web.Response:
     """Delete a scenario."""
     await keys.services(request).scenarios.delete(path_id(request))
