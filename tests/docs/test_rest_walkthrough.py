@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from doc_blocks import ROOT
+from doc_blocks import ROOT, code_blocks
 
 from scenariokit.domain.errors import BrowserUnavailable
 from scenariokit.runner.browser import discover_browser
@@ -51,7 +51,6 @@ DOC_BASE = "BASE=http://127.0.0.1:13000"
 DOC_SITE = "https://staging.example.com"
 SECRET = "correct horse battery staple"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_SH_BLOCK = re.compile(r"^```sh\n(?P<code>.*?)^```$", re.MULTILINE | re.DOTALL)
 
 #: The stand-in for the staging site: a login form under a title that is not "Shop", so the scenario
 #: fails at step 2 ("Check the title") as the walkthrough says, recording step-2.png and trace.zip.
@@ -61,8 +60,7 @@ STAGING_PAGE = """<!doctype html><title>Staging</title><h1>Staging</h1>
 
 def walkthrough_script() -> str:
     """Every ``sh`` block after the walkthrough heading, in order, as one script."""
-    text = REST_MD.read_text(encoding="utf-8")
-    return "\n".join(match["code"] for match in _SH_BLOCK.finditer(text, text.index(HEADING)))
+    return "\n".join(code_blocks(REST_MD, after=HEADING, lang="sh"))
 
 
 @pytest.fixture
