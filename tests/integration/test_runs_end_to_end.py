@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 from typing import Any as Site  # the site fixture (tests/integration/conftest.py)
 
 import pytest
@@ -194,3 +195,26 @@ async def test_save_session_keeps_the_login_for_a_second_run(kit: scenariokit.Ki
 
     await kit.sessions.delete(session.id)
     assert all(s.id != session.id for s in (await kit.sessions.list()).items)
+
+
+async def test_a_finished_runs_log_holds_every_line_even_when_log_writes_are_slow(
+    kit: scenariokit.Kit, site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run ends while the periodic flush is writing a line: that line must not be lost."""
+    write = kit.services.runs.append_logs
+
+    async def slow_write(entries: Any) -> None:
+        if any(entry.message == "slow line" for entry in entries):
+            await asyncio.sleep(1.5)  # the step ends, and with it the run, during this write
+        await write(entries)
+
+    monkeypatch.setattr(kit.services.runs, "append_logs", slow_write)
+    env = await _env(kit, site)
+    # The flush every 0.25 s takes the line while the step still sleeps; the step ends mid-write.
+    code = "import asyncio\nprint('slow line')\nawait asyncio.sleep(0.6)"
+    scenario = await kit.scenarios.create({"name": "chatty", "steps": [{"execCode": code}]})
+
+    result = await kit.run(scenario.id, environment_id=env.id, timeout=60)
+
+    assert result.run.status is RunStatus.PASS, result.run.error
+    assert [line.message for line in result.logs.items if line.level == "info"] == ["slow line"]

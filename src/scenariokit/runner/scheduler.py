@@ -185,7 +185,8 @@ class Scheduler:
             task.add_done_callback(self._tasks.discard)
 
     async def _execute(self, execution: _Execution) -> None:
-        flusher = asyncio.create_task(self._flush_loop(execution))
+        stop_flushing = asyncio.Event()
+        flusher = asyncio.create_task(self._flush_loop(execution, stop_flushing))
         try:
             if self._no_browser is not None:
                 raise self._no_browser
@@ -196,9 +197,8 @@ class Scheduler:
             log.exception("executing run %s failed", execution.run_id)
             outcome = self._failed(execution.job, f"{type(exc).__name__}: {exc}")
         finally:
-            flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await flusher
+            stop_flushing.set()  # never cancelled: a cancel during a write would lose the lines it held
+            await flusher
             self._slots.release()
         try:
             await self._flush(execution)
@@ -236,9 +236,11 @@ class Scheduler:
             case _:
                 pass  # StepStarted and RunFinished need nothing stored here
 
-    async def _flush_loop(self, execution: _Execution) -> None:
-        while True:
-            await asyncio.sleep(LOG_FLUSH_SECONDS)
+    async def _flush_loop(self, execution: _Execution, stop: asyncio.Event) -> None:
+        """Write the run's log every ``LOG_FLUSH_SECONDS`` until ``stop`` is set, then once more."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), LOG_FLUSH_SECONDS)
             await self._flush(execution)
 
     async def _flush(self, execution: _Execution) -> None:
