@@ -60,7 +60,13 @@ def _add_database(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from scenariokit_server.app import run_server
+    try:
+        from scenariokit_server.app import run_server
+    except ModuleNotFoundError as exc:
+        raise ScenarioKitError(
+            f"serving needs the server extra (no module named {exc.name!r}): "
+            "python3 -m pip install 'scenariokit[server]'"
+        ) from None
 
     settings = _settings(
         args,
@@ -75,6 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 async def _work(settings: Any) -> None:
     from scenariokit.bootstrap import open_services, running_scheduler
+    from scenariokit.settings import displayed_url
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -85,7 +92,7 @@ async def _work(settings: Any) -> None:
         async with running_scheduler(services, workers=settings.workers) as scheduler:
             print(
                 f"scenariokit worker {scheduler.owner}: {settings.workers} worker process(es) on "
-                f"{settings.database_url}; Ctrl-C to stop",
+                f"{displayed_url(settings.database_url)}; Ctrl-C to stop",
                 flush=True,
             )
             await stop.wait()
@@ -101,9 +108,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 async def _db(args: argparse.Namespace) -> str | None:
+    from scenariokit.adapters.sqlalchemy import sqlite_path
     from scenariokit.storage import open_store
 
     settings = _settings(args)
+    path = sqlite_path(settings.database_url)
+    if args.action == "current" and path is not None and not path.exists():
+        return None  # asking must not create the file (nor its key) that upgrade would
     store = await open_store(
         settings.database_url, secret_key=settings.secret_key, migrate=args.action == "upgrade"
     )
@@ -146,7 +157,7 @@ async def _export(args: argparse.Namespace) -> str:
                 include_secrets=args.include_secrets,
             )
         if len(ids) != 1:
-            raise ValidationError(f"exporting a {args.kind} takes exactly one id")
+            raise ValidationError(f"--kind {args.kind} exports one record: give exactly one id")
         if args.kind == "environment":
             return await transfer.export_environment(ids[0], include_secrets=args.include_secrets)
         if args.kind == "credential":

@@ -1,9 +1,10 @@
 """``scenariokit run``: run scenario YAML files locally, with no server, and report like a test runner.
 
-The files are imported into a private in-memory store and every scenario runs in a fresh browser on a
-local worker pool. On a terminal the progress is live (a bar per scenario and one overall); otherwise
-one plain line per finished scenario. Both end with the failure reports and a table. Exit status: 0
-when every scenario passed, 1 when one failed, 2 for a usage or input error.
+The files are imported into a private temporary store (a SQLite file removed afterwards) and every
+scenario runs in a fresh browser on a local worker pool. On a terminal the progress is live (a bar per
+scenario and one overall); otherwise one plain line per finished scenario. Both end with the failure
+reports and a table. Exit status: 0 when every scenario passed, 1 when one failed, 2 for a usage or
+input error.
 """
 
 from __future__ import annotations
@@ -39,13 +40,14 @@ from scenariokit.scenario_files import (
     ScenarioFileError,
     read_scenario_file,
 )
-from scenariokit.settings import TRACE_MODES, Settings, SettingsError
+from scenariokit.settings import LOCAL_RUN_SETTINGS, TRACE_MODES, Settings, SettingsError
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 DESCRIPTION = """\
 Run the scenarios of YAML files (as `scenariokit export` writes them) in real Chromium, here and now:
-no server, no database (a private in-memory store), each scenario in a fresh browser.
+no server, no database to set up (a private temporary store, removed afterwards), each scenario in a
+fresh browser.
 
 The environment of a scenario is, in this order: --env NAME (an environment of the file's
 '# environments' section), --env FILE (a YAML file holding one environment document), the scenario's
@@ -103,7 +105,9 @@ def cmd_run(args: argparse.Namespace, *, console: Console | None = None) -> int:
     console = console or Console(highlight=False)
     errors = Console(stderr=True, highlight=False)
     try:
-        settings = Settings.from_env(workers=args.workers, artifacts_dir=args.artifacts, trace=args.trace)
+        settings = Settings.from_env(
+            only=LOCAL_RUN_SETTINGS, workers=args.workers, artifacts_dir=args.artifacts, trace=args.trace
+        )
         files = [read_scenario_file(path) for path in args.files]
         if not any(source.scenarios for source in files):
             raise ScenarioFileError(f"no scenarios in {', '.join(args.files)}")

@@ -57,6 +57,10 @@ QUEUE_STALL_SECONDS = 300.0
 ProgressCallback = Callable[[Run], None]
 
 
+#: How a user chooses an environment, for the messages that ask them to.
+_CHOOSE = "(scenariokit run --env NAME|FILE, pytest --scenariokit-env NAME|FILE)"
+
+
 @attrs.frozen
 class LoadedFile:
     """A file imported into the local store, with the stored ids of its scenarios and environments."""
@@ -142,7 +146,8 @@ class LocalRunner:
             if entry.environment_id in loaded.absent_environment_ids:
                 raise ScenarioFileError(
                     f"{path}: scenario {entry.name!r} runs against environment {entry.environment_id}, "
-                    "which the file does not hold: choose one by name or give an environment file"
+                    "which the file does not hold: choose one by name or give an environment file "
+                    + _CHOOSE
                 )
             if entry.environment_id is not None:
                 return entry.environment_id
@@ -151,7 +156,7 @@ class LocalRunner:
             held = len(loaded.environment_ids)
             raise ScenarioFileError(
                 f"{path}: scenario {entry.name!r} names no environment and the file holds {held}: "
-                "choose one by name or give an environment file"
+                "choose one by name or give an environment file " + _CHOOSE
             )
         if isinstance(env, Mapping):
             created = await self.kit.environments.create({"name": "inline", "data": dict(env)})

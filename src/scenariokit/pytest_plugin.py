@@ -32,14 +32,11 @@ from scenariokit.scenario_files import (
     is_scenario_file,
     read_scenario_file,
 )
-from scenariokit.settings import Settings, SettingsError, TraceMode
+from scenariokit.settings import LOCAL_RUN_SETTINGS, Settings, SettingsError, TraceMode, environment_variable
 
 T = TypeVar("T")
 MARKER = "scenariokit"
 #: The settings the plugin reads (workers, artifacts folder, trace); no other variable can break a run.
-_VARIABLES = ("SCENARIOKIT_WORKERS", "SCENARIOKIT_ARTIFACTS_DIR", "SCENARIOKIT_TRACE")
-
-
 # --- one runner per pytest process ------------------------------------------------------------
 
 
@@ -138,19 +135,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Prepare (not start) this process's runner and register the ``scenariokit`` marker."""
     config.addinivalue_line("markers", f"{MARKER}: a scenario collected from a *.scenario.yaml file")
-    read = {name: os.environ[name] for name in _VARIABLES if os.environ.get(name, "").strip()}
     try:
-        settings = Settings.from_env(read)
+        settings = Settings.from_env(only=LOCAL_RUN_SETTINGS)
     except SettingsError as exc:
         raise pytest.UsageError(f"scenariokit: {exc}") from None
-    workers = config.getoption("scenariokit_workers") or (settings.workers if _VARIABLES[0] in read else 1)
+    given = {name for name in LOCAL_RUN_SETTINGS if os.environ.get(environment_variable(name), "").strip()}
+    # One browser per pytest process unless asked: pytest-xdist multiplies processes already.
+    workers = config.getoption("scenariokit_workers") or (settings.workers if "workers" in given else 1)
     if workers < 1:
         raise pytest.UsageError("--scenariokit-workers must be at least 1")
-    artifacts = config.getoption("scenariokit_artifacts") or read.get(_VARIABLES[1])
+    artifacts = config.getoption("scenariokit_artifacts")
+    if artifacts is None and "artifacts_dir" in given:
+        artifacts = settings.artifacts_dir
     config.stash[SESSION_RUNNER] = SessionRunner(
-        workers=workers,
-        artifacts_dir=Path(artifacts) if artifacts else None,
-        trace=settings.trace,
+        workers=workers, artifacts_dir=Path(artifacts) if artifacts else None, trace=settings.trace
     )
 
 
@@ -218,8 +216,10 @@ class ScenarioItem(pytest.Item):
             choice = self.config.invocation_params.dir / choice  # xdist workers may start elsewhere
         try:
             self._environment_id = runner.call(self._resolve(choice))
+            return
         except ScenarioFileError as exc:
-            pytest.fail(str(exc), pytrace=False)
+            problem = str(exc)
+        pytest.fail(problem, pytrace=False)  # outside the except: the report shows the problem once
 
     def _resolve(self, choice: EnvChoice) -> Callable[[LocalRunner], Awaitable[Any]]:
         async def resolve(runner: LocalRunner) -> Any:

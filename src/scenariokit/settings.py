@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 import attrs
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from scenariokit.adapters.sqlalchemy import sqlite_path
 from scenariokit.services import RunSettings
@@ -48,6 +50,14 @@ def _strings(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(values)
 
 
+def displayed_url(database_url: str) -> str:
+    """A database URL fit to print or log: its password, if any, replaced by ``***``."""
+    try:
+        return make_url(database_url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return "<a database URL that does not parse>"
+
+
 def default_artifacts_dir(database_url: str) -> Path:
     """Run files go in ``artifacts/`` beside a SQLite database file, else in ``./artifacts``."""
     path = sqlite_path(database_url)
@@ -60,7 +70,7 @@ class Settings:
 
     host: str = DEFAULT_HOST
     port: int = attrs.field(default=DEFAULT_PORT, validator=_port)
-    database_url: str = DEFAULT_DATABASE_URL
+    database_url: str = attrs.field(default=DEFAULT_DATABASE_URL, repr=displayed_url)
     insecure: bool = False
     api_tokens: tuple[str, ...] = attrs.field(default=(), converter=_strings, repr=False)
     cors_origins: tuple[str, ...] = attrs.field(default=(), converter=_strings)
@@ -77,13 +87,18 @@ class Settings:
     run_scheduler: bool = True
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ, **overrides: Any) -> Settings:
+    def from_env(
+        cls, environ: Mapping[str, str] = os.environ, *, only: Iterable[str] | None = None, **overrides: Any
+    ) -> Settings:
         """Settings from ``SCENARIOKIT_*`` variables; keyword ``overrides`` (not None) win over them.
 
-        A variable with a value the server cannot use raises :class:`SettingsError` naming it.
+        ``only`` names the settings to read (as :data:`LOCAL_RUN_SETTINGS` does for local runs); the
+        others keep their defaults, whatever their variables hold. A variable with a value that cannot
+        be used raises :class:`SettingsError` naming it.
         """
+        names = _VARIABLES if only is None else {name: _VARIABLES[name] for name in only}
         values: dict[str, Any] = {}
-        for name, (variable, parse) in _VARIABLES.items():
+        for name, (variable, parse) in names.items():
             raw = environ.get(variable)
             if raw is None or raw.strip() == "":
                 continue
@@ -148,6 +163,14 @@ def _trace_mode(raw: str) -> TraceMode:
         raise ValueError(f"must be one of {', '.join(TRACE_MODES)}")
     return cast(TraceMode, raw)
 
+
+def environment_variable(name: str) -> str:
+    """The ``SCENARIOKIT_*`` variable of a setting, e.g. ``SCENARIOKIT_WORKERS`` for ``workers``."""
+    return _VARIABLES[name][0]
+
+
+#: What a local run reads (``scenariokit run``, the pytest plugin): no server, no shared database.
+LOCAL_RUN_SETTINGS = ("workers", "artifacts_dir", "trace")
 
 _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "host": ("SCENARIOKIT_HOST", str),

@@ -117,3 +117,18 @@ def test_run_help_teaches_with_examples(capsys: pytest.CaptureFixture[str]) -> N
     assert "exit status: 0 every scenario passed, 1 a scenario failed, 2 usage or input error" in shown
     for option in ("--env NAME|FILE", "--workers N", "--junit-xml PATH", "--artifacts DIR"):
         assert option in shown
+
+
+def test_server_settings_do_not_reach_a_local_run(
+    files: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A local run reads only its own variables: a server's database or a bad port changes nothing."""
+    monkeypatch.setenv("SCENARIOKIT_DATABASE_URL", f"sqlite:///{files / 'server' / 'scenariokit.db'}")
+    monkeypatch.setenv("SCENARIOKIT_PORT", "not-a-port")
+    monkeypatch.chdir(files)
+
+    status = main(["run", "mixed.scenario.yaml", "--env", "local.env.yaml", "--workers", "1"])
+
+    assert status == 1, capsys.readouterr().err
+    assert list((files / "artifacts").glob("*/step-2.png")), "screenshots go to ./artifacts"
+    assert not (files / "server").exists()

@@ -86,6 +86,25 @@ def test_db_current_reports_the_revision(source_db: tuple[str, str]) -> None:
     assert result.returncode == 0 and "0001" in result.stdout
 
 
+def test_db_current_of_a_missing_file_creates_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'none-yet.db'}"
+
+    result = cli("db", "current", "--database-url", url)
+
+    assert result.returncode == 0 and "run `scenariokit db upgrade`" in result.stdout
+    assert list(tmp_path.iterdir()) == [], "neither the database nor its key file was created"
+
+
+def test_serve_without_the_server_extra_says_what_to_install() -> None:
+    hidden = "import sys; sys.modules['aiohttp'] = None"  # as if the server extra were not installed
+    code = f"{hidden}; from scenariokit.cli import main; sys.exit(main(['serve']))"
+
+    result = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=60)
+
+    assert result.returncode == 2
+    assert "pip install 'scenariokit[server]'" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_help_teaches_with_examples() -> None:
     result = cli("--help")
     assert result.returncode == 0

@@ -78,6 +78,7 @@ def test_outcomes_report_the_failing_step_its_code_line_message_and_screenshot(
     screenshot = next(line for line in out.splitlines() if line.startswith("screenshot: "))[12:]
     assert Path(screenshot).read_bytes().startswith(b"\x89PNG")
     assert "Traceback" not in out and "pytest_plugin.py" not in out, "no traceback of the plugin"
+    assert "During handling of the above exception" not in out, "a setup error is reported once"
 
 
 def test_the_fixture_runs_files_from_sync_and_async_tests(scenario_files: pytest.Pytester) -> None:
