@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
+import logging
+import signal
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 
 import aiohttp_cors
+import attrs
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
@@ -37,6 +41,8 @@ CleanupContext = Callable[[web.Application], AsyncIterator[None]]
 #: Paths that need a bearer token when tokens are configured (``/mcp`` is mounted by its own module).
 PROTECTED_PREFIXES = (API_PREFIX, "/mcp")
 REALM = "scenariokit"
+
+logger = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings, *, services: Services | None = None) -> web.Application:
@@ -222,10 +228,34 @@ def check_bind(settings: Settings) -> None:
 
 
 def run_server(settings: Settings) -> None:
-    """Serve until interrupted, printing the URL; refuses an unsafe bind (see :func:`check_bind`)."""
+    """Serve until SIGINT or SIGTERM, printing the URL; refuses an unsafe bind (see :func:`check_bind`).
+
+    A signal asks the server to stop and nothing more: a start-up under way (migrations, worker
+    processes, browsers) completes, then everything closes in order, so stopping a server that is still
+    starting leaves no process behind and prints no error.
+    """
     check_bind(settings)
+    asyncio.run(_serve_until_stopped(settings))
 
-    def announce(message: str) -> None:
-        print(message.replace("(Press CTRL+C", f"API docs at {settings.url}/docs\n(Press CTRL+C"), flush=True)
 
-    web.run_app(create_app(settings), host=settings.host, port=settings.port, print=announce)
+async def _serve_until_stopped(settings: Settings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    runner = web.AppRunner(create_app(settings), handle_signals=False)
+    try:
+        await runner.setup()
+        if not stop.is_set():
+            await web.TCPSite(runner, settings.host, settings.port).start()
+            url = attrs.evolve(settings, port=runner.addresses[0][1]).url
+            print(f"======== Running on {url} ========", f"API docs at {url}/docs", "(Press CTRL+C to quit)",
+                  sep="\n", flush=True)  # fmt: skip
+            await stop.wait()
+    except Exception:
+        if not stop.is_set():
+            raise
+        # Ctrl-C in a terminal signals the whole process group: workers still starting die with it.
+        logger.info("stopped while starting", exc_info=logger.isEnabledFor(logging.DEBUG))
+    finally:
+        await runner.cleanup()  # closes whatever start-up had opened, also after a failed start

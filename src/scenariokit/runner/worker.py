@@ -67,6 +67,12 @@ def worker_main(conn: Connection, options: WorkerOptions) -> None:
     """Entry point of a worker process (``multiprocessing`` spawn target)."""
     if hasattr(os, "setpgrp"):
         os.setpgrp()  # own process group: the pool kills the worker, its driver and browsers together
+    if hasattr(signal, "pthread_sigmask"):
+        # Started with SIGINT blocked (see worker_handle.sigint_blocked): a Ctrl-C meant for the server's
+        # process group may be pending. Out of that group now, drop it and take SIGINT as usual again.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     logging.basicConfig(level=logging.WARNING, format="scenariokit worker %(process)d: %(message)s")
     asyncio.run(Worker(conn, options).serve())
 

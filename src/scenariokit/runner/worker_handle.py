@@ -14,7 +14,8 @@ import signal
 import sys
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from multiprocessing import resource_tracker
 from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any
 
@@ -157,20 +158,47 @@ class WorkerHandle:
 
     async def shutdown(self, grace: float) -> None:
         """Ask the worker to close its browsers and exit; kill whatever is left after ``grace`` seconds."""
-        if await self.send(Shutdown()) and self._process is not None:
-            await asyncio.to_thread(self._process.join, grace)
+        process = self._started_process()
+        if process is not None and await self.send(Shutdown()):
+            await asyncio.to_thread(process.join, grace)
         await asyncio.to_thread(self.kill)
+
+    def _started_process(self) -> SpawnProcess | None:
+        """The process, once started (a start interrupted by a signal may leave it unstarted)."""
+        return self._process if self._process is not None and self._process.pid is not None else None
 
     def kill(self) -> None:
         """Kill the worker, its Playwright driver and every browser it started. Idempotent; blocking."""
         self.gone = True
-        if self._process is None or self._process.pid is None:  # never started
+        process = self._started_process()
+        if process is None or process.pid is None:
             return
-        kill_process_tree(self._process.pid)
-        self._process.join(timeout=5.0)
+        kill_process_tree(process.pid)
+        process.join(timeout=5.0)
 
 
 _MAIN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread, so a process started here begins life with SIGINT blocked.
+
+    The mask survives fork and exec. A terminal's Ctrl-C reaches the whole process group, and a worker
+    still importing Python would die of it with a traceback of its own before it can leave the group;
+    blocked, the signal waits until :func:`~scenariokit.runner.worker.worker_main` has left the group
+    and drops it. (``multiprocessing.resource_tracker`` starts its process the same way.)
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    # Starting the resource tracker unblocks SIGINT in the calling thread when it is done: start it first.
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _start_without_main(process: multiprocessing.process.BaseProcess) -> None:
@@ -188,7 +216,8 @@ def _start_without_main(process: multiprocessing.process.BaseProcess) -> None:
         try:
             for name in saved:
                 setattr(main, name, None) if name == "__spec__" else delattr(main, name)
-            process.start()
+            with sigint_blocked():
+                process.start()
         finally:
             for name, value in saved.items():
                 setattr(main, name, value)
