@@ -1,4 +1,4 @@
-"""Browser discovery: the documented order, and a clear error naming every place tried."""
+"""Browser discovery: explicit choices first, then what is installed; errors name what was tried."""
 
 from __future__ import annotations
 
@@ -36,26 +36,25 @@ def test_remote_browser_server_wins_over_everything(no_playwright_browser: dict[
     assert discover_browser(env) == BrowserConfig(ws_endpoint="ws://127.0.0.1:3000/pw")
 
 
-def test_playwrights_own_chromium_comes_first(no_playwright_browser: dict[str, str], tmp_path: Path) -> None:
-    own = executable(playwright_chromium_path(no_playwright_browser))
-    env = {
-        **no_playwright_browser,
-        "SCENARIOKIT_BROWSER_PATH": str(executable(tmp_path / "custom" / "chrome")),
-    }
-
-    assert discover_browser(env).executable == str(own)
-    assert str(own).startswith(no_playwright_browser["PLAYWRIGHT_BROWSERS_PATH"])
-
-
-def test_configured_path_comes_before_the_system_browser(
+def test_a_configured_path_wins_over_playwrights_own_chromium(
     no_playwright_browser: dict[str, str], tmp_path: Path
 ) -> None:
+    executable(playwright_chromium_path(no_playwright_browser))
     custom = executable(tmp_path / "custom" / "chrome")
-    executable(tmp_path / "empty-bin" / "chromium")
 
     assert discover_browser(
         {**no_playwright_browser, "SCENARIOKIT_BROWSER_PATH": str(custom)}
     ).executable == str(custom)
+
+
+def test_playwrights_own_chromium_comes_before_the_system_browser(
+    no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    own = executable(playwright_chromium_path(no_playwright_browser))
+    executable(tmp_path / "empty-bin" / "chromium")
+
+    assert discover_browser(no_playwright_browser).executable == str(own)
+    assert str(own).startswith(no_playwright_browser["PLAYWRIGHT_BROWSERS_PATH"])
 
 
 def test_system_chromium_on_path_is_the_last_resort(
@@ -66,17 +65,27 @@ def test_system_chromium_on_path_is_the_last_resort(
     assert discover_browser(no_playwright_browser).executable == str(system)
 
 
-def test_no_browser_anywhere_names_every_place_tried(no_playwright_browser: dict[str, str]) -> None:
+def test_a_configured_path_that_is_no_executable_is_refused_not_replaced(
+    no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    executable(tmp_path / "empty-bin" / "chromium")
     env = {**no_playwright_browser, "SCENARIOKIT_BROWSER_PATH": "/nowhere/chrome"}
 
-    with pytest.raises(BrowserUnavailable) as caught:
+    refused = "SCENARIOKIT_BROWSER_PATH=/nowhere/chrome is not an executable"
+    with pytest.raises(BrowserUnavailable, match=refused):
         discover_browser(env)
+    assert browser_status(env) == "missing"
+
+
+def test_no_browser_anywhere_names_every_place_tried(no_playwright_browser: dict[str, str]) -> None:
+    with pytest.raises(BrowserUnavailable) as caught:
+        discover_browser(no_playwright_browser)
 
     message = str(caught.value)
+    assert "SCENARIOKIT_BROWSER_PATH (not set)" in message
     assert "Playwright's Chromium" in message
-    assert "SCENARIOKIT_BROWSER_PATH=/nowhere/chrome (not an executable file)" in message
     assert "chromium, chromium-browser, google-chrome on PATH" in message
-    assert browser_status(env) == "missing"
+    assert browser_status(no_playwright_browser) == "missing"
 
 
 def test_browser_status_is_ok_with_the_machines_browser() -> None:

@@ -118,25 +118,29 @@ def _playwright_browsers_root(env: Mapping[str, str], package: Path) -> Path:
 
 
 def discover_browser(env: Mapping[str, str] = os.environ) -> BrowserConfig:
-    """The browser runs use, found in the documented order.
+    """The browser runs use: a remote server, the configured executable, Playwright's own, the system's.
 
-    Raises :class:`BrowserUnavailable` naming every place tried when there is none.
+    ``SCENARIOKIT_BROWSER_WS`` and ``SCENARIOKIT_BROWSER_PATH`` are explicit choices, so they win over
+    what happens to be installed, and a configured path that is not an executable is an error rather
+    than a silent fall-back to another browser. Raises :class:`BrowserUnavailable` naming every place
+    tried when there is none.
     """
     ws_endpoint = env.get(BROWSER_WS_ENV)
     if ws_endpoint:
         return BrowserConfig(ws_endpoint=ws_endpoint)
-    tried: list[str] = []
-    own = playwright_chromium_path(env)
-    if own.is_file():
-        return BrowserConfig(executable=str(own))
-    tried.append(f"Playwright's Chromium ({own})")
     configured = env.get(BROWSER_PATH_ENV)
     if configured:
         if Path(configured).is_file() and os.access(configured, os.X_OK):
             return BrowserConfig(executable=configured)
-        tried.append(f"{BROWSER_PATH_ENV}={configured} (not an executable file)")
-    else:
-        tried.append(f"{BROWSER_PATH_ENV} (not set)")
+        raise BrowserUnavailable(
+            f"{BROWSER_PATH_ENV}={configured} is not an executable file: point it at a Chromium executable "
+            "or unset it to use Playwright's own Chromium or the system's"
+        )
+    tried = [f"{BROWSER_PATH_ENV} (not set)"]
+    own = playwright_chromium_path(env)
+    if own.is_file():
+        return BrowserConfig(executable=str(own))
+    tried.append(f"Playwright's Chromium ({own})")
     search_path = env.get("PATH", os.defpath)
     for name in SYSTEM_BROWSERS:
         found = shutil.which(name, path=search_path)
