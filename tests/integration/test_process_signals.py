@@ -16,29 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
+from process_checks import alive, descendants
 
 from scenariokit.adapters.sqlalchemy import SqlStore, unique_schema
-from scenariokit.runner.processes import process_table
 from scenariokit.storage import open_store
 
 SCENARIOKIT = [sys.executable, "-m", "scenariokit.cli"]
 PG_HOST = "127.0.0.1:5432/test"
 ENV = {**os.environ, "SCENARIOKIT_SECRET_KEY": "signals-secret"}
-
-
-def _descendants(pid: int) -> set[int]:
-    table = process_table()
-    found: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {child for child, info in table.items() if info.ppid in frontier} - found
-        found |= frontier
-    return found
-
-
-def _alive(pids: set[int]) -> set[int]:
-    table = process_table()
-    return {pid for pid in pids if pid in table and not table[pid].zombie}
 
 
 def _is_browser(pid: int) -> bool:
@@ -68,7 +53,7 @@ def test_ctrl_c_to_the_process_group_while_serve_starts_stops_it_cleanly(tmp_pat
         seen: set[int] = set()
         deadline = time.monotonic() + 60
         while not START_UP_MOMENTS[moment](seen) and time.monotonic() < deadline:
-            seen |= _descendants(server.pid)  # every process it starts, to check none outlives it
+            seen |= descendants(server.pid)  # every process it starts, to check none outlives it
             time.sleep(0.02)
         assert seen, "the server started no process within 60 s"
         os.killpg(server.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
@@ -83,9 +68,9 @@ def test_ctrl_c_to_the_process_group_while_serve_starts_stops_it_cleanly(tmp_pat
     assert status == 0, output
     assert "Traceback" not in output and "ERROR" not in output, output
     deadline = time.monotonic() + 15
-    while _alive(seen) and time.monotonic() < deadline:
+    while alive(seen) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _alive(seen) == set(), "a worker or browser outlived the server"
+    assert alive(seen) == set(), "a worker or browser outlived the server"
 
 
 @pytest.mark.postgres

@@ -22,9 +22,9 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
+from process_checks import alive, descendants, describe
 
 from scenariokit.adapters.sqlalchemy import unique_schema
-from scenariokit.runner.processes import process_table
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -81,33 +81,6 @@ class Processes:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process started (directly or not) by ``pid``, Chromium included."""
-    table = process_table()
-    found: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {child for child, info in table.items() if info.ppid in frontier} - found
-        found |= frontier
-    return found
-
-
-def alive(pids: set[int]) -> set[int]:
-    table = process_table()
-    return {pid for pid in pids if pid in table and not table[pid].zombie}
-
-
-def describe(pids: set[int]) -> list[str]:
-    """The command lines of those of ``pids`` still alive (for failure messages)."""
-    lines = []
-    for pid in sorted(alive(pids)):
-        with contextlib.suppress(OSError):
-            lines.append(
-                f"{pid}: " + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
-            )
-    return lines
 
 
 class Api:

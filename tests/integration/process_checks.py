@@ -1,0 +1,35 @@
+"""Which processes a test's subprocess started, and which of them are still alive."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from scenariokit.runner.processes import process_table
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process started (directly or not) by ``pid``, Chromium included."""
+    table = process_table()
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, info in table.items() if info.ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    table = process_table()
+    return {pid for pid in pids if pid in table and not table[pid].zombie}
+
+
+def describe(pids: set[int]) -> list[str]:
+    """The command lines of those of ``pids`` still alive (for failure messages)."""
+    lines = []
+    for pid in sorted(alive(pids)):
+        with contextlib.suppress(OSError):
+            lines.append(
+                f"{pid}: " + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+            )
+    return lines
