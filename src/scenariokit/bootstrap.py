@@ -5,7 +5,9 @@ The server's ``cleanup_ctx``, ``scenariokit worker`` and the embedding API all s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import signal
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -55,3 +57,17 @@ async def running_scheduler(services: Services, *, workers: int) -> AsyncIterato
         yield scheduler
     finally:
         await scheduler.close()
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event that SIGINT (Ctrl-C) or SIGTERM sets, for a long-running command to wait on.
+
+    The signal only asks to stop, so what is starting or running can close in order. Call it from
+    inside the running loop; where the loop cannot take signal handlers, the event is never set by one.
+    """
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    return stop

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import signal
 import sys
 import uuid
 from collections.abc import Callable, Sequence
@@ -80,14 +78,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 async def _work(settings: Any) -> None:
-    from scenariokit.bootstrap import open_services, running_scheduler
+    from scenariokit.bootstrap import open_services, running_scheduler, stop_on_signals
     from scenariokit.settings import displayed_url
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     async with open_services(settings) as services:
         async with running_scheduler(services, workers=settings.workers) as scheduler:
             print(

@@ -36,7 +36,8 @@ from scenariokit.settings import LOCAL_RUN_SETTINGS, Settings, SettingsError, Tr
 
 T = TypeVar("T")
 MARKER = "scenariokit"
-#: The settings the plugin reads (workers, artifacts folder, trace); no other variable can break a run.
+
+
 # --- one runner per pytest process ------------------------------------------------------------
 
 

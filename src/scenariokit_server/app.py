@@ -6,7 +6,6 @@ import asyncio
 import hmac
 import ipaddress
 import logging
-import signal
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 
@@ -15,7 +14,7 @@ import attrs
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from scenariokit.bootstrap import open_services, running_scheduler
+from scenariokit.bootstrap import open_services, running_scheduler, stop_on_signals
 from scenariokit.services import Services
 from scenariokit_server import keys
 from scenariokit_server.errors import problem_middleware
@@ -239,10 +238,7 @@ def run_server(settings: Settings) -> None:
 
 
 async def _serve_until_stopped(settings: Settings) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     runner = web.AppRunner(create_app(settings), handle_signals=False)
     try:
         await runner.setup()
