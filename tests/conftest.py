@@ -8,8 +8,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from scenariokit.adapters.sqlalchemy import SqlStore, unique_schema
+from scenariokit.adapters.sqlalchemy.tables import store_metadata
 from scenariokit.services import Services
 from scenariokit.storage import open_store
 
@@ -58,6 +60,10 @@ def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     async def migrate() -> None:
         store = await open_store(f"sqlite:///{path}", secret_key="test-secret-key")
+        assert isinstance(store, SqlStore)
+        async with store.engine.begin() as conn:
+            # Each copy takes the key of the test that opens it (the salt stays: derivations are cached).
+            await conn.execute(sa.delete(store_metadata).where(store_metadata.c.name == "key_fingerprints"))
         await store.close()
 
     asyncio.run(migrate())

@@ -145,6 +145,14 @@ class RunRepository(Repository[Run, RunQuery]):
         """Leases of in-progress runs that ran out (their worker is gone)."""
 
     @abc.abstractmethod
+    async def lease(self, run_id: uuid.UUID, *, lock: bool = False) -> RunLease | None:
+        """The lease on an in-progress run, or None when nobody holds one (queued or finished).
+
+        With ``lock`` the run's row stays locked until the transaction ends, so a decision taken on
+        the lease (reap it, cancel the run) cannot race a renewal or a claim.
+        """
+
+    @abc.abstractmethod
     async def request_cancel(self, run_id: uuid.UUID) -> bool:
         """Flag a run for cancellation; False when it is not in progress."""
 

@@ -3,35 +3,37 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pluggy
 
 from scenariokit.adapters.sqlalchemy.store import sqlite_path
 from scenariokit.domain.errors import ScenarioKitError
 from scenariokit.ports import Store
-from scenariokit.secrets import load_or_create_key
+from scenariokit.secrets import SecretKeyError, load_or_create_key, new_key
 
 DEFAULT_DATABASE_URL = "sqlite:///scenariokit.db"
 
 
 def resolve_secret_key(url: str, secret_key: str | None = None) -> str:
-    """The server key: given, else ``SCENARIOKIT_SECRET_KEY``, else a key file beside the database.
+    """The server key(s): given, else ``SCENARIOKIT_SECRET_KEY``, else the key file beside a SQLite file.
 
-    A PostgreSQL deployment with no key configured keeps ``./scenariokit.key``; every process sharing
-    that database must then be given the same key.
+    The key file is created (mode 0600, its path logged) on first use. An in-memory SQLite database gets
+    a key that lives as long as it does. Any other store needs a key: every process sharing it must
+    use the same one, which a file made where one process happened to start cannot ensure.
     """
     key = secret_key or os.environ.get("SCENARIOKIT_SECRET_KEY")
-    if key:
+    if key and key.strip():
         return key
     path = sqlite_path(url)
-    if path is None:
-        if url.split(":", 1)[0].startswith("sqlite"):
-            from cryptography.fernet import Fernet
-
-            return Fernet.generate_key().decode()  # in-memory database: the key lives as long as it
-        return load_or_create_key(Path("scenariokit.key"))
-    return load_or_create_key(path.with_suffix(".key"))
+    if path is not None:
+        return load_or_create_key(path.with_suffix(".key"))
+    if url.split(":", 1)[0].startswith("sqlite"):
+        return new_key()
+    raise SecretKeyError(
+        f"a {url.split(':', 1)[0]} store needs SCENARIOKIT_SECRET_KEY: the same key for every process "
+        "that shares the database (make one with `scenariokit db new-key`); see docs/deployment.md, "
+        '"Keys and rotation"'
+    )
 
 
 async def open_store(
@@ -43,7 +45,9 @@ async def open_store(
 ) -> Store:
     """Open the store at ``url`` (default: ``SCENARIOKIT_DATABASE_URL`` or ``./scenariokit.db``).
 
-    With ``migrate`` (the default) pending migrations are applied, so a new SQLite file is ready at once.
+    With ``migrate`` (the default) pending migrations are applied, so a new SQLite file is ready at once,
+    and the keys are checked against the store: keys that cannot decrypt it raise
+    :class:`~scenariokit.secrets.SecretKeyError` here.
     """
     from scenariokit.plugins import get_plugin_manager
 
@@ -52,8 +56,16 @@ async def open_store(
     store = manager.hook.scenariokit_storage_backend(url=url, secret_key=resolve_secret_key(url, secret_key))
     if store is None:
         raise ScenarioKitError(f"no storage backend serves {url.split(':', 1)[0]!r} URLs")
-    if migrate:
+    if not migrate:
+        return store  # not even a connection yet: the keys are checked at the first unit of work
+    try:
         upgrade = getattr(store, "upgrade", None)
         if upgrade is not None:
             await upgrade()
+        check_keys = getattr(store, "check_keys", None)
+        if check_keys is not None:
+            await check_keys()  # keys that cannot read the store stop it here, not at a later read
+    except BaseException:
+        await store.close()
+        raise
     return store

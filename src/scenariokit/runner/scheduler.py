@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 CANCEL_POLL_SECONDS = 0.4
 #: How often buffered log lines are written.
 LOG_FLUSH_SECONDS = 0.25
+#: The pauses between attempts to store a run's outcome; after the last, the run is failed instead.
+FINISH_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 def default_owner() -> str:
@@ -56,6 +58,8 @@ class _Execution:
     session: SessionSaved | None = None
     logs: list[RunLogEntry] = attrs.field(factory=list)
     cancelling: bool = False
+    #: Set once the run's outcome is being stored: a lease that stops renewing then is no loss.
+    finishing: bool = False
 
 
 class Scheduler:
@@ -73,6 +77,7 @@ class Scheduler:
         browser: BrowserConfig | None = None,
         owner: str | None = None,
         poll_seconds: float = 1.0,
+        finish_retry_delays: tuple[float, ...] = FINISH_RETRY_DELAYS,
     ) -> None:
         self.services = services
         self.pool = WorkerPool(
@@ -83,6 +88,7 @@ class Scheduler:
         )
         self.owner = owner or default_owner()
         self.poll_seconds = poll_seconds
+        self.finish_retry_delays = finish_retry_delays
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(self.pool.size)
         self._running: dict[uuid.UUID, _Execution] = {}
@@ -138,11 +144,15 @@ class Scheduler:
     def run_queued(self) -> None:
         self._wake.set()
 
-    async def cancel(self, run_id: uuid.UUID) -> None:
+    async def cancel(self, run_id: uuid.UUID) -> bool:
+        """Stop a run this scheduler executes; False when it executes no such run."""
         execution = self._running.get(run_id)
-        if execution is not None and not execution.cancelling:
+        if execution is None:
+            return False
+        if not execution.cancelling:
             execution.cancelling = True
             await self.pool.cancel(run_id)
+        return True
 
     async def release_session(self, session_id: uuid.UUID) -> None:
         run_id = self._session_runs.pop(session_id, None)
@@ -202,9 +212,7 @@ class Scheduler:
             self._slots.release()
         try:
             await self._flush(execution)
-            await self.services.runs.finish(
-                execution.run_id, outcome, artifacts=execution.artifacts, session=execution.session
-            )
+            await self._store_outcome(execution, outcome)
             if execution.session is not None:
                 session = await self.services.runs.session_of_run(execution.run_id)
                 if session is not None:
@@ -213,6 +221,45 @@ class Scheduler:
             log.exception("storing the outcome of run %s failed", execution.run_id)
         finally:
             self._running.pop(execution.run_id, None)
+
+    async def _store_outcome(self, execution: _Execution, outcome: RunFinished) -> None:
+        """Store the outcome, retrying with backoff; if it never goes in, fail the run with less.
+
+        A run is never left ``in_progress`` by a write that failed: the smaller write of
+        :meth:`RunService.fail` follows (retried too), and should even that fail, the lease is no
+        longer renewed once this execution ends, so the reaper finishes the run.
+        """
+        execution.finishing = True
+        delays = (*self.finish_retry_delays, None)
+        failure = ""
+        for attempt, delay in enumerate(delays, start=1):
+            try:
+                await self.services.runs.finish(
+                    execution.run_id, outcome, artifacts=execution.artifacts, session=execution.session
+                )
+                return
+            except Exception as exc:
+                if delay is None:
+                    log.exception("storing the outcome of run %s failed %d times", execution.run_id, attempt)
+                    failure = f"{type(exc).__name__}: {exc}"
+                    break
+                log.warning(
+                    "storing the outcome of run %s failed (%s); retrying in %.1f s",
+                    execution.run_id,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+        execution.session = None  # its browser context is released with the pool's run
+        message = f"the run ended ({outcome.status}) but storing its outcome failed: {failure}"
+        for delay in delays:
+            try:
+                await self.services.runs.fail(execution.run_id, RunErrorKind.ERROR, message)
+                return
+            except Exception:
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
 
     async def _on_event(self, execution: _Execution, event: RunEvent) -> None:
         match event:
@@ -254,24 +301,39 @@ class Scheduler:
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
-            for run_id, execution in list(self._running.items()):
-                try:
-                    if not await self.services.runs.renew_lease(run_id, self.owner):
-                        # Someone reaped it (we were too slow): stop executing a run we no longer own.
-                        log.warning("lost the lease on run %s; stopping it", run_id)
-                        execution.cancelling = True
-                        await self.pool.cancel(run_id)
-                except Exception:
-                    log.exception("renewing the lease on run %s failed", run_id)
+            await self.renew_leases()
+
+    async def renew_leases(self) -> None:
+        """Extend the lease of every run this scheduler executes; stop those it lost.
+
+        A run whose outcome is being stored is renewed too (storing may take retries), but a renewal
+        that finds it finished is the expected end, not a lost lease. Renewals never touch a finished run.
+        """
+        for run_id, execution in list(self._running.items()):
+            try:
+                renewed = await self.services.runs.renew_lease(run_id, self.owner)
+            except Exception:
+                log.exception("renewing the lease on run %s failed", run_id)
+                continue
+            if renewed or execution.finishing or self._running.get(run_id) is not execution:
+                continue
+            # Someone reaped or cancelled it (we were too slow): stop executing a run we no longer own.
+            log.warning("lost the lease on run %s; stopping it", run_id)
+            execution.cancelling = True
+            await self.pool.cancel(run_id)
 
     async def _reap_loop(self) -> None:
         while True:
             await asyncio.sleep(max(self.lease_seconds / 2, 0.2))
             try:
-                await self.services.runs.reap_expired(alive_owner=self.owner)
+                await self.reap()
                 await self.services.runs.close_stale_sessions()
             except Exception:
                 log.exception("reaping expired leases failed")
+
+    async def reap(self) -> list[uuid.UUID]:
+        """Finish the runs whose lease ran out and that nothing executes, this scheduler's own included."""
+        return await self.services.runs.reap_expired(alive_owner=self.owner, executing=set(self._running))
 
     async def _cancel_loop(self) -> None:
         while True:

@@ -21,11 +21,15 @@ T = TypeVar("T")
 class RunControl(Protocol):
     """What the service layer asks of whoever executes runs (the scheduler); a no-op without one."""
 
+    @property
+    def owner(self) -> str | None:
+        """The lease owner name this process claims runs under; None when it executes none."""
+
     def run_queued(self) -> None:
         """A new run waits in the queue."""
 
-    async def cancel(self, run_id: uuid.UUID) -> None:
-        """Stop a run this process executes (others see the cancel flag in the store)."""
+    async def cancel(self, run_id: uuid.UUID) -> bool:
+        """Stop a run this process executes; True when it does (others see the flag in the store)."""
 
     async def release_session(self, session_id: uuid.UUID) -> None:
         """Close the live browser context held for a saved session."""
@@ -34,11 +38,15 @@ class RunControl(Protocol):
 class NoRunControl:
     """Run control for a process that executes no runs: requests wait in the store for a worker."""
 
+    @property
+    def owner(self) -> str | None:
+        return None
+
     def run_queued(self) -> None:
         return None
 
-    async def cancel(self, run_id: uuid.UUID) -> None:
-        return None
+    async def cancel(self, run_id: uuid.UUID) -> bool:
+        return False
 
     async def release_session(self, session_id: uuid.UUID) -> None:
         return None

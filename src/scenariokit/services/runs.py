@@ -7,14 +7,14 @@ import builtins
 import logging
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from scenariokit.domain.errors import Conflict, NotFound, ValidationError
+from scenariokit.domain.errors import Conflict, NotFound, ScenarioKitError, ValidationError
 from scenariokit.domain.model import (
     Run,
     RunError,
@@ -29,6 +29,7 @@ from scenariokit.domain.model import (
     utcnow,
 )
 from scenariokit.inputs import RunInput
+from scenariokit.ports import RunLease, UnitOfWork
 from scenariokit.queries import LogQuery, Page, RunQuery
 from scenariokit.runner.job import CredentialValue, RunFinished, RunJob, SessionSaved, StepJob
 from scenariokit.views import RunDetail
@@ -111,22 +112,39 @@ class RunService(ServiceBase):
             await asyncio.sleep(min(poll_seconds, left))
 
     async def cancel(self, run_id: uuid.UUID) -> Run:
-        """Stop a run in progress; it ends ``fail`` with ``error.kind`` ``cancelled``."""
+        """Stop a run in progress; it ends ``fail`` with ``error.kind`` ``cancelled``.
+
+        A run that nobody executes (still queued, its lease run out, or held by this process's
+        scheduler that no longer executes it) is finished here at once; a run a live worker executes
+        is stopped by that worker, which sees the request within a second.
+        """
         async with self.ctx.uow() as uow:
             run = require(await uow.runs.get(run_id), "run", run_id)
             if run.finished:
                 raise Conflict(f"run {run_id} has already finished ({run.status.value})")
             await uow.runs.request_cancel(run_id)
             await uow.commit()
-        await self.ctx.control.cancel(run_id)
+        executing_here = await self.ctx.control.cancel(run_id)
         async with self.ctx.uow() as uow:
+            lease = await uow.runs.lease(run_id, lock=True)
             run = require(await uow.runs.get(run_id), "run", run_id)
-            if run.started_at is None and not run.finished:
-                # Nobody executes it yet: it is finished here, so no worker ever starts it.
-                run = await self._finish_unstarted(
-                    uow, run, RunErrorKind.CANCELLED, "cancelled before it started"
-                )
-        return run
+            reason = None if executing_here or run.finished else self._orphaned(lease)
+            if reason is None:
+                return run
+            finished, scenario = await self._write_failure(uow, run, RunErrorKind.CANCELLED, reason)
+            await uow.commit()
+        self._notify_finished(finished, scenario)
+        return finished
+
+    def _orphaned(self, lease: RunLease | None) -> str | None:
+        """Why nobody executes an unfinished run with this lease, or None when a live worker does."""
+        if lease is None:
+            return "cancelled before it started"
+        if lease.expires_at < utcnow():
+            return f"cancelled; nothing was executing it (the lease of {lease.owner} had run out)"
+        if lease.owner == self.ctx.control.owner:
+            return f"cancelled; nothing was executing it (its scheduler {lease.owner} no longer did)"
+        return None
 
     async def artifact(self, run_id: uuid.UUID, name: str) -> Path:
         """The file of an artifact the run recorded (a screenshot or trace)."""
@@ -148,20 +166,40 @@ class RunService(ServiceBase):
     # --- workers' side -------------------------------------------------------------------------
 
     async def claim(self, owner: str) -> tuple[Run, RunJob] | None:
-        """Take the oldest queued run for ``owner`` with a lease, and resolve what executing it needs."""
-        now = utcnow()
-        expires = now + timedelta(seconds=self.ctx.settings.lease_seconds)
-        async with self.ctx.uow() as uow:
-            run = await uow.runs.claim_next(owner, now, expires)
-            if run is None:
-                return None
-            await uow.commit()
+        """Take the oldest queued run for ``owner`` with a lease, and resolve what executing it needs.
+
+        A run that cannot be started (its scenario or environment was deleted, a linked credential
+        cannot be decrypted) is finished at once as ``fail`` saying why, and the next run is taken:
+        none stays leased by a claim that went nowhere.
+        """
+        while True:
+            now = utcnow()
+            expires = now + timedelta(seconds=self.ctx.settings.lease_seconds)
+            async with self.ctx.uow() as uow:
+                run = await uow.runs.claim_next(owner, now, expires)
+                if run is None:
+                    return None
+                await uow.commit()
+            try:
+                job, scenario = await self._job_of(run)
+            except Exception as exc:
+                reason = str(exc) if isinstance(exc, ScenarioKitError) else f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, ScenarioKitError):
+                    log.exception("resolving run %s failed", run.id)
+                await self.fail(run.id, RunErrorKind.ERROR, f"the run could not be started: {reason}")
+                continue
+            self._notify("scenariokit_run_started", run, scenario)
+            return run, job
+
+    async def _job_of(self, run: Run) -> tuple[RunJob, Scenario]:
+        """What a worker needs to execute ``run``; raises when something it needs is gone or unreadable."""
+        async with self.ctx.uow(readonly=True) as uow:
             scenario = await uow.scenarios.get(run.scenario_id)
             environment = await uow.environments.get(run.environment_id)
             if scenario is None or environment is None:
-                what = "scenario" if scenario is None else "environment"
-                await self._finish_unstarted(uow, run, RunErrorKind.ERROR, f"the run's {what} was deleted")
-                return None
+                raise ScenarioKitError(
+                    f"the run's {'scenario' if scenario is None else 'environment'} was deleted"
+                )
             credentials = {
                 c.id: c
                 for c in await uow.credentials.get_many([x.credential_id for x in scenario.credentials])
@@ -199,8 +237,7 @@ class RunService(ServiceBase):
             artifacts_dir=self.artifacts_dir(run.id),
             trace=self.ctx.settings.trace,
         )
-        self._notify("scenariokit_run_started", run, scenario)
-        return run, job
+        return job, scenario
 
     async def renew_lease(self, run_id: uuid.UUID, owner: str) -> bool:
         """Extend ``owner``'s lease on a run it executes; False when the lease was lost."""
@@ -274,28 +311,56 @@ class RunService(ServiceBase):
             self._notify("scenariokit_run_finished", run, scenario)
         return run
 
-    async def reap_expired(self, *, alive_owner: str | None = None) -> builtins.list[uuid.UUID]:
-        """Finish as ``worker_lost`` every run whose worker stopped renewing its lease.
+    async def fail(self, run_id: uuid.UUID, kind: RunErrorKind, message: str) -> Run | None:
+        """Finish an unfinished run as ``fail`` with ``message``, its remaining steps ``skipped``.
 
-        ``alive_owner`` names the caller's own scheduler: its leases are never reaped by itself (it
-        knows it is alive even when a renewal came late under load).
+        The smallest write that ends a run: the scheduler falls back to it when storing a full outcome
+        keeps failing, and a claim uses it for a run that cannot start. The message goes to the log too.
         """
-        reaped = []
+        message = message.replace("\x00", "")  # a NUL would make PostgreSQL refuse this write as well
         async with self.ctx.uow() as uow:
-            for lease in await uow.runs.expired_leases(utcnow()):
-                if lease.owner == alive_owner:
+            run = await uow.runs.get(run_id)
+            if run is None or run.finished:
+                return run
+            finished, scenario = await self._write_failure(uow, run, kind, message)
+            await uow.runs.append_logs([RunLogEntry(run_id=run_id, level="error", message=message)])
+            await uow.commit()
+        self._notify_finished(finished, scenario)
+        return finished
+
+    async def reap_expired(
+        self, *, alive_owner: str | None = None, executing: Collection[uuid.UUID] = ()
+    ) -> builtins.list[uuid.UUID]:
+        """Finish as ``worker_lost`` every run whose lease ran out: nothing executes it any more.
+
+        ``alive_owner`` names the caller's own scheduler and ``executing`` the runs it executes: those
+        keep their lease even when a renewal came late under load. Its other runs (a claim whose
+        execution never began, an outcome it could not store) are reaped like anyone else's.
+        """
+        reaped: builtins.list[tuple[Run, Scenario | None]] = []
+        async with self.ctx.uow() as uow:
+            for expired in await uow.runs.expired_leases(utcnow()):
+                if expired.owner == alive_owner and expired.run_id in executing:
+                    continue
+                # Re-read under a lock: the owner may have renewed since the list was taken.
+                lease = await uow.runs.lease(expired.run_id, lock=True)
+                if lease is None or lease.expires_at >= utcnow():
                     continue
                 run = await uow.runs.get(lease.run_id)
                 if run is None or run.finished:
                     continue
-                message = (
-                    f"the worker {lease.owner} stopped renewing its lease (it died or lost the database)"
-                )
-                await self._finish_unstarted(uow, run, RunErrorKind.WORKER_LOST, message, commit=False)
+                if lease.owner == alive_owner:
+                    message = f"nothing executes the run any more: its scheduler {lease.owner} lost it"
+                else:
+                    message = (
+                        f"the worker {lease.owner} stopped renewing its lease (it died or lost the database)"
+                    )
+                reaped.append(await self._write_failure(uow, run, RunErrorKind.WORKER_LOST, message))
                 await uow.runs.append_logs([RunLogEntry(run_id=run.id, level="error", message=message)])
-                reaped.append(run.id)
             await uow.commit()
-        return reaped
+        for finished, scenario in reaped:
+            self._notify_finished(finished, scenario)
+        return [finished.id for finished, _ in reaped]
 
     async def close_session(self, session_id: uuid.UUID) -> None:
         """Mark a saved session closed: its live context was released."""
@@ -324,9 +389,10 @@ class RunService(ServiceBase):
 
     # --- helpers --------------------------------------------------------------------------------
 
-    async def _finish_unstarted(
-        self, uow: Any, run: Run, kind: RunErrorKind, message: str, *, commit: bool = True
-    ) -> Run:
+    async def _write_failure(
+        self, uow: UnitOfWork, run: Run, kind: RunErrorKind, message: str
+    ) -> tuple[Run, Scenario | None]:
+        """Write ``run`` as failed (steps not yet done ``skipped``) in ``uow``; the caller commits."""
         now = utcnow()
         scenario = await uow.scenarios.get(run.scenario_id)
         done = {r.step_id for r in run.step_results}
@@ -344,11 +410,11 @@ class RunService(ServiceBase):
             finished_at=now,
         )
         await uow.runs.update(finished)
-        if commit:
-            await uow.commit()
+        return finished, scenario
+
+    def _notify_finished(self, run: Run, scenario: Scenario | None) -> None:
         if scenario is not None:
-            self._notify("scenariokit_run_finished", finished, scenario)
-        return finished
+            self._notify("scenariokit_run_finished", run, scenario)
 
     def _notify(self, hook: str, run: Run, scenario: Scenario) -> None:
         try:

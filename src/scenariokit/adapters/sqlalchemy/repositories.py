@@ -194,7 +194,13 @@ class CredentialRepository(_TableRepository[Credential, CredentialQuery], ports.
             name=row.name,
             description=row.description,
             username=row.username,
-            secret=self.box.decrypt(row.secret_encrypted) if row.secret_encrypted else None,
+            secret=(
+                self.box.decrypt(
+                    row.secret_encrypted, what=f"the secret of credential {row.id} ({row.name!r})"
+                )
+                if row.secret_encrypted
+                else None
+            ),
             created_at=row.created_at,
             updated_at=row.updated_at,
         )
@@ -263,8 +269,12 @@ class SessionRepository(_TableRepository[Session, SessionQuery], ports.SessionRe
             id=row.id,
             name=row.name,
             status=SessionStatus(row.status),
-            token=self.box.decrypt(row.token_encrypted) if row.token_encrypted else None,
-            storage_state=json.loads(self.box.decrypt(state)) if state else None,
+            token=self.box.decrypt(row.token_encrypted, what=f"the token of session {row.id}")
+            if row.token_encrypted
+            else None,
+            storage_state=json.loads(self.box.decrypt(state, what=f"the storage state of session {row.id}"))
+            if state
+            else None,
             run_id=row.run_id,
             created_at=row.created_at,
             updated_at=row.updated_at,
@@ -500,6 +510,18 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
             )
         )
         return [ports.RunLease(run_id=r.id, owner=r.lease_owner, expires_at=r.lease_expires_at) for r in rows]
+
+    async def lease(self, run_id: uuid.UUID, *, lock: bool = False) -> ports.RunLease | None:
+        runs = self.table
+        stmt = sa.select(runs.c.status, runs.c.lease_owner, runs.c.lease_expires_at).where(
+            runs.c.id == run_id
+        )
+        if lock and self.conn.dialect.name == "postgresql":
+            stmt = stmt.with_for_update()  # SQLite: the unit of work already holds the write lock
+        row = (await self.conn.execute(stmt)).first()
+        if row is None or row.status != RunStatus.IN_PROGRESS.value or row.lease_owner is None:
+            return None
+        return ports.RunLease(run_id=run_id, owner=row.lease_owner, expires_at=row.lease_expires_at)
 
     async def request_cancel(self, run_id: uuid.UUID) -> bool:
         result = await self.conn.execute(

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import os
 import re
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -17,9 +21,10 @@ from sqlalchemy.pool import StaticPool
 
 from scenariokit import ports
 from scenariokit.domain.errors import ScenarioKitError
-from scenariokit.secrets import SecretBox
+from scenariokit.secrets import KeyRing, SecretBox, SecretKeyError, describe_fingerprints, split_keys
 
 from . import repositories as r
+from . import tables as t
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
@@ -96,16 +101,15 @@ def _make_engine(async_url: str, schema: str | None) -> AsyncEngine:
 class SqlUnitOfWork(ports.UnitOfWork):
     """A transaction on one pooled connection, with every repository bound to it."""
 
-    def __init__(
-        self, engine: AsyncEngine, box: SecretBox, *, readonly: bool, serial: asyncio.Lock | None = None
-    ) -> None:
-        self._engine = engine
-        self._box = box
+    def __init__(self, store: SqlStore, *, readonly: bool) -> None:
+        self._store = store
+        self._engine = store.engine
         self._readonly = readonly
-        self._serial = serial
+        self._serial = store._serial
         self._conn: AsyncConnection | None = None
 
     async def __aenter__(self) -> Self:
+        box = await self._store.secret_box()
         if self._serial is not None:
             await self._serial.acquire()
         try:
@@ -118,12 +122,12 @@ class SqlUnitOfWork(ports.UnitOfWork):
             conn = await conn.execution_options(sqlite_begin="IMMEDIATE")
         await conn.begin()
         self._conn = conn
-        self.scenarios = r.ScenarioRepository(conn, self._box)
-        self.environments = r.EnvironmentRepository(conn, self._box)
-        self.credentials = r.CredentialRepository(conn, self._box)
-        self.snippets = r.SnippetRepository(conn, self._box)
-        self.sessions = r.SessionRepository(conn, self._box)
-        self.runs = r.RunRepository(conn, self._box)
+        self.scenarios = r.ScenarioRepository(conn, box)
+        self.environments = r.EnvironmentRepository(conn, box)
+        self.credentials = r.CredentialRepository(conn, box)
+        self.snippets = r.SnippetRepository(conn, box)
+        self.sessions = r.SessionRepository(conn, box)
+        self.runs = r.RunRepository(conn, box)
         return self
 
     async def __aexit__(
@@ -164,9 +168,15 @@ def _conflict(exc: sa.exc.IntegrityError) -> ScenarioKitError:
 
 
 class SqlStore(ports.Store):
-    """SQLite or PostgreSQL through SQLAlchemy's async engine."""
+    """SQLite or PostgreSQL through SQLAlchemy's async engine.
+
+    ``secret_key`` is the ``SCENARIOKIT_SECRET_KEY`` value: one or more keys, comma-separated. They
+    are checked against the store's key fingerprints before the first unit of work (or by
+    :meth:`check_keys`, which ``open_store`` calls), so keys that cannot read the store stop it there.
+    """
 
     def __init__(self, url: str, *, secret_key: str) -> None:
+        split_keys(secret_key)  # a setting with no key at all is refused before any connection
         self.url = url
         async_url, self.schema = normalize_url(url)
         self.dialect = "sqlite" if async_url.startswith("sqlite") else "postgresql"
@@ -174,13 +184,141 @@ class SqlStore(ports.Store):
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.engine = _make_engine(async_url, self.schema)
-        self.box = SecretBox(secret_key)
+        self._secret_key = secret_key
+        self._box: SecretBox | None = None
+        self._keys_checked = asyncio.Lock()
         # An in-memory SQLite database lives on one shared connection: its units of work take turns.
         in_memory = self.dialect == "sqlite" and path is None
         self._serial = asyncio.Lock() if in_memory else None
 
     def unit_of_work(self, *, readonly: bool = False) -> SqlUnitOfWork:
-        return SqlUnitOfWork(self.engine, self.box, readonly=readonly, serial=self._serial)
+        return SqlUnitOfWork(self, readonly=readonly)
+
+    @contextlib.asynccontextmanager
+    async def _writing(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction outside the units of work (keys, rotation); committed by the caller."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self._serial is not None:
+                await stack.enter_async_context(self._serial)
+            conn = await stack.enter_async_context(self.engine.connect())
+            if self.dialect == "sqlite":
+                conn = await conn.execution_options(sqlite_begin="IMMEDIATE")
+            await conn.begin()
+            yield conn
+
+    async def secret_box(self) -> SecretBox:
+        """The keys of this store, checked against it on first use (see :meth:`check_keys`)."""
+        if self._box is None:
+            await self.check_keys()
+        if self._box is None:
+            raise ScenarioKitError("the database has no scenariokit schema yet: run `scenariokit db upgrade`")
+        return self._box
+
+    async def check_keys(self) -> None:
+        """Bind the configured keys to this store, or refuse them with :class:`SecretKeyError`.
+
+        Passphrases are derived with the store's salt (made on first use). Every key fingerprint the
+        store records must belong to a configured key, else something stored could not be decrypted;
+        the encrypting key's fingerprint is recorded before it writes anything. A store from before
+        fingerprints is checked by decrypting what it holds. An unmigrated database is left alone.
+        """
+        async with self._keys_checked:
+            if self._box is not None:
+                return
+            ring: KeyRing | None = None
+            for attempt in range(3):
+                try:
+                    async with self._writing() as conn:
+                        ring = await self._bind_keys(conn)
+                        await conn.commit()
+                    break
+                except sa.exc.IntegrityError:  # another process recorded its salt or keys first
+                    if attempt == 2:
+                        raise
+            if ring is not None:
+                self._box = SecretBox(ring)
+
+    async def _bind_keys(self, conn: AsyncConnection) -> KeyRing | None:
+        if not await conn.run_sync(lambda sync: sa.inspect(sync).has_table(t.store_metadata.name)):
+            return None
+        meta = t.store_metadata
+        stored = {row.name: row.value for row in await conn.execute(sa.select(meta))}
+        if "key_salt" in stored:
+            salt = base64.b64decode(stored["key_salt"])
+        else:
+            salt = os.urandom(16)
+            await conn.execute(sa.insert(meta).values(name="key_salt", value=base64.b64encode(salt).decode()))
+        ring = KeyRing.from_setting(self._secret_key, salt=salt)
+        if "key_fingerprints" in stored:
+            known = set(filter(None, stored["key_fingerprints"].split(",")))
+            missing = known - ring.fingerprints
+            if missing:
+                raise SecretKeyError(
+                    "SCENARIOKIT_SECRET_KEY cannot decrypt this store: it holds secrets written with the "
+                    f"key(s) fingerprinted {describe_fingerprints(missing)}, which are not among the "
+                    f"configured keys ({describe_fingerprints(ring.fingerprints)}). Give every key the store "
+                    "was written with (the new key first, the old ones after a comma, while rotating); "
+                    'see docs/deployment.md, "Keys and rotation"'
+                )
+            if ring.primary not in known:
+                await conn.execute(
+                    sa.update(meta)
+                    .where(meta.c.name == "key_fingerprints")
+                    .values(value=",".join(sorted(known | {ring.primary})))
+                )
+            return ring
+        used = await self._fingerprints_in_use(conn, ring)
+        value = ",".join(sorted(used | {ring.primary}))
+        await conn.execute(sa.insert(meta).values(name="key_fingerprints", value=value))
+        return ring
+
+    @staticmethod
+    async def _fingerprints_in_use(conn: AsyncConnection, ring: KeyRing) -> set[str]:
+        """Which keys encrypted the secrets stored so far; refuses when one of them is not configured."""
+        used: set[str] = set()
+        unreadable = 0
+        for table, column in t.ENCRYPTED_COLUMNS:
+            rows = await conn.execute(sa.select(table.c[column]).where(table.c[column].is_not(None)))
+            for (token,) in rows:
+                found = ring.fingerprint_of(token)
+                if found is None:
+                    unreadable += 1
+                else:
+                    used.add(found)
+        if unreadable:
+            raise SecretKeyError(
+                f"SCENARIOKIT_SECRET_KEY cannot decrypt this store: {unreadable} stored secret(s) were "
+                'written with another key; see docs/deployment.md, "Keys and rotation"'
+            )
+        return used
+
+    async def rotate_keys(self) -> dict[str, int]:
+        """Re-encrypt every stored secret with the first key, in one transaction; counts per column.
+
+        Afterwards the store records only the first key's fingerprint, so the others can be dropped.
+        Nothing changes when any secret cannot be decrypted.
+        """
+        box = await self.secret_box()
+        counts: dict[str, int] = {}
+        async with self._writing() as conn:
+            for table, column in t.ENCRYPTED_COLUMNS:
+                rows = (
+                    await conn.execute(
+                        sa.select(table.c.id, table.c[column]).where(table.c[column].is_not(None))
+                    )
+                ).all()
+                for ident, token in rows:
+                    await conn.execute(
+                        sa.update(table).where(table.c.id == ident).values({column: box.rotate(token)})
+                    )
+                counts[f"{table.name}.{column}"] = len(rows)
+            await conn.execute(
+                sa.update(t.store_metadata)
+                .where(t.store_metadata.c.name == "key_fingerprints")
+                .values(value=box.ring.primary)
+            )
+            await conn.commit()
+        return counts
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:

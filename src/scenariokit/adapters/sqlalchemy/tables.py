@@ -186,3 +186,19 @@ run_logs = sa.Table(
     sa.Column("message", sa.Text(), nullable=False),
     sa.Index(None, "run_id", "seq"),
 )
+
+# Facts about the store itself (name → value): the salt passphrase keys are derived with, and the
+# fingerprints of the keys that encrypted what it holds. Never a key.
+store_metadata = sa.Table(
+    "store_metadata",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text(), nullable=False),
+)
+
+#: Every column holding a secret encrypted with the store's keys (rotation re-encrypts them all).
+ENCRYPTED_COLUMNS: tuple[tuple[sa.Table, str], ...] = (
+    (credentials, "secret_encrypted"),
+    (sessions, "token_encrypted"),
+    (sessions, "storage_state_encrypted"),
+)
