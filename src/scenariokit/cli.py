@@ -119,7 +119,38 @@ async def _db(args: argparse.Namespace) -> str | None:
         await store.close()
 
 
+async def _rotate_key(args: argparse.Namespace) -> None:
+    from scenariokit.secrets import KeyRotation, describe_fingerprints
+    from scenariokit.storage import open_store
+
+    settings = _settings(args)
+    store = await open_store(settings.database_url, secret_key=settings.secret_key)
+    try:
+        rotate = getattr(store, "rotate_keys", None)
+        if rotate is None:
+            raise ScenarioKitError(
+                f"the store at {settings.database_url.split(':', 1)[0]}:… cannot rotate keys"
+            )
+        rotation: KeyRotation = await rotate()
+    finally:
+        await store.close()
+    for column, count in rotation.counts.items():
+        print(f"{column}: {count} re-encrypted")
+    print(
+        f"{rotation.total} secret(s) re-encrypted with the first key "
+        f"(fingerprint {describe_fingerprints([rotation.fingerprint])}); the store now needs only that key"
+    )
+
+
 def cmd_db(args: argparse.Namespace) -> int:
+    if args.action == "new-key":
+        from scenariokit.secrets import new_key
+
+        print(new_key())
+        return 0
+    if args.action == "rotate-key":
+        asyncio.run(_rotate_key(args))
+        return 0
     revision = asyncio.run(_db(args))
     verb = "upgraded to" if args.action == "upgrade" else "at"
     print(f"database {verb} revision {revision or '(none: run `scenariokit db upgrade`)'}")
@@ -208,6 +239,31 @@ DB_EXAMPLES = """\
 examples:
   scenariokit db upgrade --database-url postgresql+asyncpg://postgres@db/scenariokit
   scenariokit db current                              # the revision of ./scenariokit.db
+  scenariokit db new-key                              # a random key for SCENARIOKIT_SECRET_KEY
+  SCENARIOKIT_SECRET_KEY="$NEW,$OLD" scenariokit db rotate-key
+                                                      # every secret re-encrypted with $NEW
+"""
+
+ROTATE_DESCRIPTION = """\
+Re-encrypt every stored secret (credential secrets, session tokens, session storage
+states) with the first key of SCENARIOKIT_SECRET_KEY, in one transaction.
+
+SCENARIOKIT_SECRET_KEY holds one or more keys, comma-separated: the first encrypts,
+all decrypt. To replace a key, put the new one first and the old one after it,
+run this command, then drop the old key. The store records which keys it needs
+(their fingerprints, never the keys): afterwards only the first. If any secret cannot
+be decrypted with the keys given, nothing changes. Servers may keep running meanwhile,
+as long as they were given both keys.
+"""
+
+ROTATE_EXAMPLES = """\
+examples:
+  NEW=$(scenariokit db new-key)
+  SCENARIOKIT_SECRET_KEY="$NEW,$OLD" scenariokit db rotate-key --database-url postgresql+asyncpg://postgres@db/sk
+                                                      # then give every process SCENARIOKIT_SECRET_KEY="$NEW"
+  # the embedded SQLite default keeps its key in a file beside the database:
+  SCENARIOKIT_SECRET_KEY="$NEW,$(cat scenariokit.key)" scenariokit db rotate-key
+  echo "$NEW" > scenariokit.key
 """
 
 EXPORT_EXAMPLES = """\
@@ -287,14 +343,37 @@ def build_parser() -> argparse.ArgumentParser:
 
     db = commands.add_parser(
         "db",
-        help="database schema: upgrade or show the revision",
+        help="database: upgrade the schema, show its revision, make or rotate keys",
         description="Apply the schema migrations (the embedded SQLite default does this itself on first "
-        "start), or show the revision a database is at.",
+        "start), show the revision a database is at, make a key, or re-encrypt the stored secrets with a "
+        "new key. Each action takes --database-url.",
         epilog=DB_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    db.add_argument("action", choices=["upgrade", "current"], help="upgrade: apply migrations; current: show")
-    _add_database(db)
+    actions = db.add_subparsers(dest="action", required=True, metavar="ACTION")
+    upgrade = actions.add_parser(
+        "upgrade", help="apply the schema migrations", description="Apply every pending schema migration."
+    )
+    _add_database(upgrade)
+    current = actions.add_parser(
+        "current",
+        help="show the revision the database is at",
+        description="Show the migration revision the database is at (a missing SQLite file is not created).",
+    )
+    _add_database(current)
+    rotate = actions.add_parser(
+        "rotate-key",
+        help="re-encrypt every stored secret with the first key of SCENARIOKIT_SECRET_KEY",
+        description=ROTATE_DESCRIPTION,
+        epilog=ROTATE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_database(rotate)
+    actions.add_parser(
+        "new-key",
+        help="print a new random key for SCENARIOKIT_SECRET_KEY",
+        description="Print a new random Fernet key (no database is opened).",
+    )
     db.set_defaults(handler=cmd_db)
 
     export = commands.add_parser(

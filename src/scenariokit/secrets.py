@@ -23,21 +23,25 @@ import attrs
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from scenariokit.domain.errors import ScenarioKitError
+from scenariokit.domain.errors import SecretKeyError, SecretUnreadable
 
 log = logging.getLogger(__name__)
+__all__ = [
+    "KeyRing",
+    "KeyRotation",
+    "SecretBox",
+    "SecretKeyError",
+    "SecretUnreadable",
+    "derive_key",
+    "fingerprint",
+    "load_or_create_key",
+    "new_key",
+    "split_keys",
+]
 
 #: scrypt cost for passphrases: about 0.1 s once per process and store (derivations are cached).
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**15, 8, 1
 _FINGERPRINT_LABEL = b"scenariokit secret key fingerprint v1"
-
-
-class SecretKeyError(ScenarioKitError):
-    """The keys are missing, malformed, or cannot decrypt what the store holds: the store will not open."""
-
-
-class SecretUnreadable(ScenarioKitError):
-    """A stored secret that none of the configured keys decrypts."""
 
 
 def split_keys(setting: str) -> list[str]:
@@ -146,6 +150,19 @@ class SecretBox:
             return self._fernet.rotate(token.encode()).decode()
         except InvalidToken:
             raise SecretUnreadable("a stored secret cannot be decrypted, so not re-encrypted") from None
+
+
+@attrs.frozen
+class KeyRotation:
+    """What ``scenariokit db rotate-key`` did: secrets re-encrypted per column, and the key it used."""
+
+    counts: dict[str, int]
+    fingerprint: str
+
+    @property
+    def total(self) -> int:
+        """Secrets re-encrypted in all."""
+        return sum(self.counts.values())
 
 
 def new_key() -> str:

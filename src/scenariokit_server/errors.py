@@ -15,6 +15,8 @@ from scenariokit.domain.errors import (
     Conflict,
     NotFound,
     ScenarioKitError,
+    SecretKeyError,
+    SecretUnreadable,
     TooLarge,
     ValidationError,
 )
@@ -30,6 +32,8 @@ STATUS_OF: dict[type[ScenarioKitError], int] = {
     Conflict: 409,
     TooLarge: 413,
     BrowserUnavailable: 503,
+    SecretUnreadable: 503,  # the server's keys, not the request, are at fault: it says which record
+    SecretKeyError: 503,
 }
 
 #: Headers of an aiohttp HTTP error that a problem response keeps (``Allow`` on 405 …).

@@ -47,3 +47,11 @@ class BrowserUnavailable(ScenarioKitError):
 
 class TooLarge(ScenarioKitError):
     """Input over a size bound (a body, a YAML document, an alias expansion)."""
+
+
+class SecretKeyError(ScenarioKitError):
+    """The keys are missing, malformed, or cannot decrypt what the store holds: the store will not open."""
+
+
+class SecretUnreadable(ScenarioKitError):
+    """A stored secret that none of the configured keys decrypts."""

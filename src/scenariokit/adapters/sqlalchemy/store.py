@@ -21,7 +21,14 @@ from sqlalchemy.pool import StaticPool
 
 from scenariokit import ports
 from scenariokit.domain.errors import ScenarioKitError
-from scenariokit.secrets import KeyRing, SecretBox, SecretKeyError, describe_fingerprints, split_keys
+from scenariokit.secrets import (
+    KeyRing,
+    KeyRotation,
+    SecretBox,
+    SecretKeyError,
+    describe_fingerprints,
+    split_keys,
+)
 
 from . import repositories as r
 from . import tables as t
@@ -292,7 +299,7 @@ class SqlStore(ports.Store):
             )
         return used
 
-    async def rotate_keys(self) -> dict[str, int]:
+    async def rotate_keys(self) -> KeyRotation:
         """Re-encrypt every stored secret with the first key, in one transaction; counts per column.
 
         Afterwards the store records only the first key's fingerprint, so the others can be dropped.
@@ -318,7 +325,7 @@ class SqlStore(ports.Store):
                 .values(value=box.ring.primary)
             )
             await conn.commit()
-        return counts
+        return KeyRotation(counts=counts, fingerprint=box.ring.primary)
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:
