@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Container
 from typing import Any
 
 import attrs
@@ -62,6 +63,19 @@ class _Execution:
     finishing: bool = False
 
 
+class _Executing(Container[uuid.UUID]):
+    """The runs a scheduler executes, asked at the moment of each check (a reap may wait for locks).
+
+    While a claim is under way every run counts: the one it just leased is not listed yet.
+    """
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def __contains__(self, run_id: object) -> bool:
+        return self._scheduler._claiming or run_id in self._scheduler._running
+
+
 class Scheduler:
     """Claims runs with a lease and executes them on a :class:`WorkerPool`, at most ``pool.size`` at once.
 
@@ -96,6 +110,7 @@ class Scheduler:
         self._loops: list[asyncio.Task[Any]] = []
         self._session_runs: dict[uuid.UUID, uuid.UUID] = {}  # session id -> run id
         self._no_browser: BrowserUnavailable | None = None
+        self._claiming = False
 
     @property
     def lease_seconds(self) -> float:
@@ -171,13 +186,16 @@ class Scheduler:
     async def _claim_loop(self) -> None:
         while True:
             await self._slots.acquire()
+            self._claiming = True
             try:
                 claimed = await self.services.runs.claim(self.owner)
             except Exception:
+                self._claiming = False
                 self._slots.release()
                 log.exception("claiming a run failed; retrying")
                 await asyncio.sleep(self.poll_seconds)
                 continue
+            self._claiming = False
             if claimed is None:
                 self._slots.release()
                 self._wake.clear()
@@ -333,7 +351,7 @@ class Scheduler:
 
     async def reap(self) -> list[uuid.UUID]:
         """Finish the runs whose lease ran out and that nothing executes, this scheduler's own included."""
-        return await self.services.runs.reap_expired(alive_owner=self.owner, executing=set(self._running))
+        return await self.services.runs.reap_expired(alive_owner=self.owner, executing=_Executing(self))
 
     async def _cancel_loop(self) -> None:
         while True:

@@ -7,7 +7,7 @@ import builtins
 import logging
 import re
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -329,13 +329,14 @@ class RunService(ServiceBase):
         return finished
 
     async def reap_expired(
-        self, *, alive_owner: str | None = None, executing: Collection[uuid.UUID] = ()
+        self, *, alive_owner: str | None = None, executing: Container[uuid.UUID] = ()
     ) -> builtins.list[uuid.UUID]:
         """Finish as ``worker_lost`` every run whose lease ran out: nothing executes it any more.
 
-        ``alive_owner`` names the caller's own scheduler and ``executing`` the runs it executes: those
-        keep their lease even when a renewal came late under load. Its other runs (a claim whose
-        execution never began, an outcome it could not store) are reaped like anyone else's.
+        ``alive_owner`` names the caller's own scheduler and ``executing`` the runs it executes (asked
+        for each run as it is reached): those keep their lease even when a renewal came late under
+        load. Its other runs (a claim whose execution never began, an outcome it could not store) are
+        reaped like anyone else's.
         """
         reaped: builtins.list[tuple[Run, Scenario | None]] = []
         async with self.ctx.uow() as uow:
