@@ -41,6 +41,7 @@ from scenariokit.scenario_files import (
     read_environment_file,
     read_scenario_file,
 )
+from scenariokit.secrets import new_key
 
 #: The private store of local runs: a SQLite file in a temporary folder of its own, one per runner.
 STORE_FILE = "scenariokit.db"
@@ -292,6 +293,7 @@ async def open_local_runner(
     try:
         async with open_kit(
             f"sqlite:///{store}/{STORE_FILE}",
+            secret_key=new_key(),  # the store lives as long as this runner: so does its key
             workers=workers,
             artifacts_dir=folder,
             trace=trace,

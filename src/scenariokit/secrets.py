@@ -185,7 +185,7 @@ def load_or_create_key(path: Path) -> str:
         return path.read_text().strip()
     with os.fdopen(fd, "w") as handle:
         handle.write(key + "\n")
-    log.warning(
+    log.info(  # INFO, which every scenariokit command shows: not a fault, but a file to keep
         "created a new secret key in %s (mode 0600): it encrypts the stored secrets; keep it, and back it "
         "up with the database",
         path,
