@@ -23,7 +23,11 @@ hookspec = pluggy.HookspecMarker("scenariokit")
 
 @hookspec(firstresult=True)
 def scenariokit_storage_backend(url: str, secret_key: str) -> Store | None:
-    """Return a store for a database URL whose scheme this plugin serves, or None."""
+    """Return a store for a database URL whose scheme this plugin serves, or None.
+
+    ``secret_key`` is the ``SCENARIOKIT_SECRET_KEY`` value: one key or several, comma-separated (the
+    first encrypts, all decrypt), as ``SqlStore`` takes it.
+    """
 
 
 # --- browsers --------------------------------------------------------------------------------------

@@ -183,8 +183,11 @@ class RunService(ServiceBase):
             try:
                 job, scenario = await self._job_of(run)
             except Exception as exc:
-                reason = str(exc) if isinstance(exc, ScenarioKitError) else f"{type(exc).__name__}: {exc}"
-                if not isinstance(exc, ScenarioKitError):
+                if isinstance(exc, ScenarioKitError):
+                    reason = str(exc)
+                    log.warning("run %s cannot start: %s", run.id, reason)
+                else:
+                    reason = f"{type(exc).__name__}: {exc}"
                     log.exception("resolving run %s failed", run.id)
                 await self.fail(run.id, RunErrorKind.ERROR, f"the run could not be started: {reason}")
                 continue

@@ -503,11 +503,13 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
 
     async def expired_leases(self, now: datetime) -> list[ports.RunLease]:
         rows = await self.conn.execute(
-            sa.select(self.table.c.id, self.table.c.lease_owner, self.table.c.lease_expires_at).where(
+            sa.select(self.table.c.id, self.table.c.lease_owner, self.table.c.lease_expires_at)
+            .where(
                 self.table.c.status == RunStatus.IN_PROGRESS.value,
                 self.table.c.lease_owner.is_not(None),
                 self.table.c.lease_expires_at < now,
             )
+            .order_by(self.table.c.id)  # reapers lock these rows in one order: they never deadlock
         )
         return [ports.RunLease(run_id=r.id, owner=r.lease_owner, expires_at=r.lease_expires_at) for r in rows]
 
