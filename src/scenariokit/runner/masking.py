@@ -3,7 +3,8 @@
 A secret leaks not only verbatim: a failed ``page.goto(url + "?pw=" + secret)`` shows it URL-encoded,
 ``json.dumps`` escapes its quotes, ``repr`` its backslashes, an ``Authorization: Basic`` header holds
 it in base64 at any of three alignments, and ``print(s[:5]); print(s[5:])`` splits it over two log
-lines. :func:`secret_forms` lists the forms, :func:`mask_text` masks one text, and :class:`LogMasker`
+lines. :func:`secret_forms` lists the literal forms (any percent-encoding is one pattern besides),
+:func:`mask_text` masks one text, and :class:`LogMasker`
 masks a run's log as one stream: it holds each line until the next one arrives, so a secret split
 across two consecutive lines (joined directly or by the line break) is masked on both.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 from urllib.parse import quote, quote_plus
@@ -64,13 +66,43 @@ def _forms(secrets: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def secret_forms(secrets: Iterable[str]) -> tuple[str, ...]:
-    """Every form of every non-empty secret that is masked, longest first."""
-    return _forms(tuple(sorted({s for s in secrets if s})))
+    """Every literal form of every non-empty secret that is masked, longest first.
+
+    Percent-encoded forms are matched by a pattern besides (:func:`_percent_pattern`).
+    """
+    return _forms(_key(secrets))
 
 
-def _spans(text: str, forms: Iterable[str]) -> list[Span]:
+def _hex(byte: int) -> str:
+    return "%" + "".join(f"[{c}{c.lower()}]" if c.isalpha() else c for c in f"{byte:02X}")
+
+
+@lru_cache(maxsize=256)
+def _percent_pattern(secret: str) -> re.Pattern[str]:
+    """The secret with any of its characters percent-encoded (either case), a space also as ``+``.
+
+    Encoders disagree on what to escape (``quote`` escapes ``!``, a browser's URL serializer keeps it),
+    so every mix is one pattern rather than a list of encoders.
+    """
+    parts = []
+    for char in secret:
+        choices = [re.escape(char), "".join(_hex(b) for b in char.encode())]
+        if char == " ":
+            choices.append(r"\+")
+        parts.append("(?:" + "|".join(choices) + ")")
+    return re.compile("".join(parts))
+
+
+def _key(secrets: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({s for s in secrets if s}))
+
+
+def _spans(text: str, secrets: tuple[str, ...]) -> list[Span]:
+    """Where any form of any of the (normalized) ``secrets`` occurs in ``text``."""
     spans = []
-    for form in forms:
+    for secret in secrets:
+        spans += [match.span() for match in _percent_pattern(secret).finditer(text)]
+    for form in _forms(secrets):
         start = text.find(form)
         while start != -1:
             spans.append((start, start + len(form)))
@@ -97,10 +129,10 @@ def _apply(text: str, spans: Iterable[Span]) -> str:
 
 def mask_text(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every form of each secret replaced by ``***``."""
-    forms = secret_forms(secrets)
-    if not forms:
+    key = _key(secrets)
+    if not key:
         return text
-    return _apply(text, _spans(text, forms))
+    return _apply(text, _spans(text, key))
 
 
 @attrs.define
@@ -119,8 +151,8 @@ class LogMasker:
 
     def push(self, event: LogEvent) -> list[LogEvent]:
         """Take a line; returns the lines ready to be written (masked)."""
-        forms = secret_forms(self.secrets)
-        if not forms:
+        key = _key(self.secrets)
+        if not key:
             return [event]
         if self._held is None:
             self._held, self._held_spans = event, []
@@ -129,11 +161,11 @@ class LogMasker:
         before_spans, after_spans = list(self._held_spans), []
         for separator in ("", "\n"):
             offset = len(before) + len(separator)
-            for start, end in _spans(before + separator + after, forms):
+            for start, end in _spans(before + separator + after, key):
                 if start < len(before) and end > offset:
                     before_spans.append((start, len(before)))
                     after_spans.append((0, end - offset))
-        ready = self._masked(self._held, before_spans, forms)
+        ready = self._masked(self._held, before_spans, key)
         self._held, self._held_spans = event, after_spans
         return [ready]
 
@@ -142,9 +174,9 @@ class LogMasker:
         if self._held is None:
             return []
         held, self._held = self._held, None
-        return [self._masked(held, self._held_spans, secret_forms(self.secrets))]
+        return [self._masked(held, self._held_spans, _key(self.secrets))]
 
     @staticmethod
-    def _masked(event: LogEvent, spans: list[Span], forms: tuple[str, ...]) -> LogEvent:
+    def _masked(event: LogEvent, spans: list[Span], key: tuple[str, ...]) -> LogEvent:
         message = event.message
-        return attrs.evolve(event, message=_apply(message, [*spans, *_spans(message, forms)]))
+        return attrs.evolve(event, message=_apply(message, [*spans, *_spans(message, key)]))
