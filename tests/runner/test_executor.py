@@ -419,6 +419,22 @@ async def test_trace_is_saved_when_asked(run: Runner, make_job: JobFactory, tmp_
     assert not (tmp_path / "b" / "trace.zip").exists()
 
 
+async def test_a_run_with_linked_credentials_is_traced_only_when_asked_explicitly(
+    run: Runner, make_job: JobFactory, tmp_path: Path
+) -> None:
+    failing = "await page.goto(helpers.getEnvUrl())\nassert False, 'fails'"
+    on_failure = make_job(failing, credentials=(ADMIN,), trace="on-failure", artifacts_dir=tmp_path / "a")
+    always = make_job(failing, credentials=(ADMIN,), trace="always", artifacts_dir=tmp_path / "b")
+
+    (skipped, skipped_events), (kept, kept_events) = await asyncio.gather(run(on_failure), run(always))
+
+    assert skipped.status == kept.status == "fail"
+    assert ArtifactSaved(name="trace.zip") not in skipped_events
+    assert any("no trace: the run uses linked credentials" in line for line in logs(skipped_events))
+    assert ArtifactSaved(name="trace.zip") in kept_events
+    assert (tmp_path / "b" / "trace.zip").read_bytes()[:2] == b"PK"
+
+
 async def test_closing_a_pool_leaves_no_browser_behind_and_sessions_expire(
     run: Runner,
     make_job: JobFactory,

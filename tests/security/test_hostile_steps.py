@@ -129,6 +129,20 @@ SNOOPING = [
     attack("user", "import os\nseen = os.getuid()"),
 ]
 
+FORGING = [
+    # a report the scheduler would run code from, were it a plain pickle: it must not even be decoded
+    attack(
+        "forged report",
+        "import gc\nfrom multiprocessing.connection import Connection\n"
+        "payload = b\"cos\\nsystem\\n(S'touch /tmp/scenariokit-pwned-\" + helpers.env['mark'].encode()"
+        ' + b"\'\\ntR."\n'
+        "pipes = [o for o in gc.get_objects() if isinstance(o, Connection)]\n"
+        "for pipe in pipes:\n"
+        "    pipe.send_bytes(payload)\n"
+        "seen = len(pipes)",
+    ),
+]
+
 WRITING = [
     attack(
         "write artifacts",
@@ -169,7 +183,9 @@ async def test_hostile_steps_see_nothing_of_the_service_and_leak_nothing(
     hostile: Hostile, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:
     caplog.set_level("DEBUG", logger="scenariokit")
-    result = await hostile.run("hostile", *SNOOPING, *WRITING, *LEAKING, credential=hostile.credential_id)
+    result = await hostile.run(
+        "hostile", *SNOOPING, *FORGING, *WRITING, *LEAKING, credential=hostile.credential_id
+    )
 
     found = seen(result)
     text = every_text(result)
@@ -188,6 +204,9 @@ async def test_hostile_steps_see_nothing_of_the_service_and_leak_nothing(
     assert set(names) <= {"HOME", "LANG", "PATH", "PWD", "TMPDIR", "PYTHONDONTWRITEBYTECODE",
                           "PYTHONUNBUFFERED", "LC_ALL", "LC_CTYPE", "TZ"}  # fmt: skip
     assert found["write own dir"] == "written"
+    assert found["forged report"] >= 1, "the step found its pipe to the scheduler"
+    assert not exists(Path(f"/tmp/scenariokit-pwned-{hostile.mark}")), "the scheduler ran a forged pickle"
+    assert "a report may not hold os.system" in caplog.text
     assert_nothing_leaked(text, SECRET, UNLINKED_SECRET, "service-token-that-must-not-leak")
     for line in ("plain ***", "stdout ***", "stderr ***", "fd1 ***", "fd2 ***", "quote_plus ***"):
         assert line in text, line
