@@ -59,6 +59,7 @@ KEPT_VARIABLES = (
     "WAYLAND_DISPLAY",
 )
 POOL_DIR_PREFIX = "scenariokit-pool-"
+X11_SOCKETS = "/tmp/.X11-unix"
 
 
 class SandboxUnavailable(ScenarioKitError):
@@ -264,6 +265,8 @@ def bubblewrap_argv(run_dir: Path, hidden: Sequence[Path], needed: Sequence[Path
     for file in (Path(p) for p in hidden):
         if file.is_file():
             argv += ["--ro-bind", "/dev/null", str(file)]
+    if os.environ.get("DISPLAY") and Path(X11_SOCKETS).is_dir():  # a headed run draws on the host's X server
+        argv += ["--ro-bind", X11_SOCKETS, X11_SOCKETS]
     argv += ["--bind", str(run_dir), SANDBOX_RUN_DIR, "--chdir", SANDBOX_RUN_DIR]
     return argv
 
