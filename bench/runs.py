@@ -3,9 +3,10 @@
 The bare script is what a home-grown runner does: for each scenario launch a fresh Chromium, run the
 three steps, close it. scenariokit runs the same scenarios from its store through its scheduler and
 worker processes (a fresh browser per run too, launched ahead while the worker waits). Both are
-measured in this one process run, against the same page served on 127.0.0.1, and printed with their
-ratio. scenariokit is measured with one worker (same concurrency as the script) and with one worker
-per core (its default).
+measured in this one process run, against the same page served on 127.0.0.1 with the same browser,
+and printed with their ratio. scenariokit is measured with one worker (same concurrency as the
+script) and with one worker per core (its default), each with the bubblewrap sandbox (when it works
+here) and without (``SCENARIOKIT_SANDBOX=off``); every run has a worker process of its own either way.
 
     python bench/runs.py [--scenarios 50]
 """
@@ -24,6 +25,7 @@ from playwright.async_api import async_playwright, expect
 
 import scenariokit
 from scenariokit.runner.browser import discover_browser
+from scenariokit.runner.sandbox import SANDBOX_ENV, bubblewrap_works
 
 PAGE = """<!doctype html><title>bench</title>
 <input id="name"><button id="go" onclick="document.getElementById('out').textContent='Hello '+
@@ -64,8 +66,9 @@ async def bare_playwright(url: str, count: int) -> float:
     return time.perf_counter() - began
 
 
-async def through_scenariokit(url: str, count: int, workers: int) -> float:
+async def through_scenariokit(url: str, count: int, workers: int, sandbox: str) -> float:
     """Seconds for ``count`` runs queued at once and executed by scenariokit with ``workers`` workers."""
+    os.environ[SANDBOX_ENV] = sandbox  # read when the scheduler starts its pool
     with tempfile.TemporaryDirectory() as tmp:
         async with scenariokit.open_kit(f"sqlite:///{Path(tmp) / 'bench.db'}", workers=workers) as kit:
             env = await kit.environments.create({"name": "bench", "data": {"url": url}})
@@ -96,21 +99,27 @@ async def main() -> None:
     args = parser.parse_args()
     runner, url = await serve_page()
     cores = os.cpu_count() or 1
+    sandboxes = ["bubblewrap", "off"] if bubblewrap_works() else ["off"]
+    seconds: dict[str, float] = {}
+    rows = [("bare Playwright script (sequential)", "bare")]
     try:
-        bare = await bare_playwright(url, args.scenarios)
-        one = await through_scenariokit(url, args.scenarios, 1)
-        many = await through_scenariokit(url, args.scenarios, cores)
+        seconds["bare"] = await bare_playwright(url, args.scenarios)
+        for workers in sorted({1, cores}):
+            for sandbox in sandboxes:
+                key = f"{workers}-{sandbox}"
+                seconds[key] = await through_scenariokit(url, args.scenarios, workers, sandbox)
+                rows.append((f"scenariokit, {workers} worker(s), sandbox {sandbox}", key))
     finally:
         await runner.cleanup()
-    seconds = {"bare": bare, "one": one, "many": many}
     rates = {key: args.scenarios / took * 60 for key, took in seconds.items()}
     print(f"{args.scenarios} three-step scenarios, fresh browser per run, {cores} cores")
-    for label, key in [
-        ("bare Playwright script (sequential)", "bare"),
-        ("scenariokit, 1 worker", "one"),
-        (f"scenariokit, {cores} workers (default)", "many"),
-    ]:
-        print(f"  {label:40s} {rates[key]:7.1f} runs/min   {rates[key] / rates['bare']:.2f}x")
+    for label, key in rows:
+        print(f"  {label:45s} {rates[key]:7.1f} runs/min   {rates[key] / rates['bare']:.2f}x")
+    if "1-bubblewrap" in rates:
+        for workers in sorted({1, cores}):
+            ratio = rates[f"{workers}-bubblewrap"] / rates[f"{workers}-off"]
+            print(f"  sandbox on/off with {workers} worker(s): {ratio:.2f}")
+
 
 if __name__ == "__main__":
     asyncio.run(main())

@@ -86,7 +86,8 @@ async def _work(settings: Any) -> None:
         async with running_scheduler(services, workers=settings.workers) as scheduler:
             print(
                 f"scenariokit worker {scheduler.owner}: {settings.workers} worker process(es) on "
-                f"{displayed_url(settings.database_url)}; Ctrl-C to stop",
+                f"{displayed_url(settings.database_url)}; sandbox: {scheduler.pool.sandbox_kind or 'none'}; "
+                "Ctrl-C to stop",
                 flush=True,
             )
             await stop.wait()

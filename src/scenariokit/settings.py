@@ -13,6 +13,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from scenariokit.adapters.sqlalchemy import sqlite_path
+from scenariokit.runner.sandbox import (
+    DEFAULT_MEMORY_MB,
+    SANDBOX_MODES,
+    SandboxMode,
+    parse_memory_mb,
+    parse_sandbox_mode,
+)
 from scenariokit.services import RunSettings
 from scenariokit.storage import DEFAULT_DATABASE_URL
 
@@ -85,6 +92,10 @@ class Settings:
     lease_seconds: float = attrs.field(default=15.0, validator=_positive)
     session_keepalive_seconds: float = attrs.field(default=600.0, validator=_positive)
     run_scheduler: bool = True
+    #: how workers are confined (docs/security.md): ``auto``, ``bubblewrap`` or ``off``
+    sandbox: SandboxMode = attrs.field(default="auto", validator=attrs.validators.in_(SANDBOX_MODES))
+    #: how much memory step code may allocate in one run
+    run_memory_mb: int = attrs.field(default=DEFAULT_MEMORY_MB, validator=_positive)
 
     @classmethod
     def from_env(
@@ -186,4 +197,6 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "lease_seconds": ("SCENARIOKIT_LEASE_SECONDS", _positive_number),
     "session_keepalive_seconds": ("SCENARIOKIT_SESSION_KEEPALIVE", _positive_number),
     "run_scheduler": ("SCENARIOKIT_RUN_SCHEDULER", _flag),
+    "sandbox": ("SCENARIOKIT_SANDBOX", parse_sandbox_mode),
+    "run_memory_mb": ("SCENARIOKIT_RUN_MEMORY_MB", parse_memory_mb),
 }

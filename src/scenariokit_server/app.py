@@ -245,8 +245,9 @@ async def _serve_until_stopped(settings: Settings) -> None:
         if not stop.is_set():
             await web.TCPSite(runner, settings.host, settings.port).start()
             url = attrs.evolve(settings, port=runner.addresses[0][1]).url
-            print(f"======== Running on {url} ========", f"API docs at {url}/docs", "(Press CTRL+C to quit)",
-                  sep="\n", flush=True)  # fmt: skip
+            sandbox = health.sandbox_kind(runner.app, settings)
+            print(f"======== Running on {url} ========", f"API docs at {url}/docs", f"Sandbox: {sandbox}",
+                  "(Press CTRL+C to quit)", sep="\n", flush=True)  # fmt: skip
             await stop.wait()
     except Exception:
         if not stop.is_set():

@@ -319,7 +319,10 @@ class ScenarioKitTools:
         order: Order = None,
         timeoutSeconds: StepTimeout = None,
     ) -> Answer:
-        """Add a step to a scenario: at `order` when given, else last. Returns the step with its id."""
+        """Add a step to a scenario: at `order` when given, else last. Returns the step with its id.
+
+        `execCode` is executed code: Python that every run of the scenario executes in a worker process.
+        """
         services = self._services()
         body = given(execCode=execCode, title=title, order=order, timeoutSeconds=timeoutSeconds)
         step = await services.scenarios.add_step(parse_id(scenarioId, "scenarioId"), body)
@@ -335,7 +338,10 @@ class ScenarioKitTools:
         timeoutSeconds: StepTimeout = None,
         clear: StepClear = None,
     ) -> Answer:
-        """Change some fields of a step; a new `order` moves it."""
+        """Change some fields of a step; a new `order` moves it.
+
+        `execCode` is executed code, as in create_step: every later run of the scenario executes it.
+        """
         services = self._services()
         body = changes(
             given(execCode=execCode, title=title, order=order, timeoutSeconds=timeoutSeconds), clear
@@ -402,6 +408,8 @@ class ScenarioKitTools:
         waitSeconds: WaitSeconds = DEFAULT_WAIT_SECONDS,
     ) -> Answer:
         """Run a scenario in a fresh Chromium against an environment; the run starts `in_progress`.
+
+        Running executes the steps' code (Python) in a sandboxed worker process: only run code you trust.
 
         With `wait` the call returns once the run is `pass` or `fail`, with step results, error and log.
         """

@@ -237,6 +237,7 @@ Health = Schema.from_dict(
         "version": fields.String(required=True),
         "database": fields.String(required=True, validate=validate.OneOf(["ok", "unreachable"])),
         "browser": fields.String(required=True, validate=validate.OneOf(["ok", "missing"])),
+        "sandbox": fields.String(required=True, validate=validate.OneOf(["bubblewrap", "none"])),
     },
     name="HealthSchema",
 )

@@ -82,6 +82,9 @@ def test_overrides_win_and_none_is_ignored() -> None:
         ("SCENARIOKIT_WORKERS", "-1"),
         ("SCENARIOKIT_LEASE_SECONDS", "nan"),
         ("SCENARIOKIT_SESSION_KEEPALIVE", "0"),
+        ("SCENARIOKIT_SANDBOX", "docker"),
+        ("SCENARIOKIT_RUN_MEMORY_MB", "lots"),
+        ("SCENARIOKIT_RUN_MEMORY_MB", "8"),
     ],
 )
 def test_bad_values_name_the_variable(variable: str, value: str) -> None:
@@ -102,6 +105,22 @@ async def test_health_reports_ok(client: Client) -> None:
     body = await response.json()
     assert body["status"] == "ok" and body["database"] == "ok"
     assert body["browser"] in ("ok", "missing") and body["version"]
+    assert body["sandbox"] in ("bubblewrap", "none")
+
+
+def test_sandbox_settings_are_read() -> None:
+    assert (Settings.from_env({}).sandbox, Settings.from_env({}).run_memory_mb) == ("auto", 2048)
+    settings = Settings.from_env({"SCENARIOKIT_SANDBOX": "off", "SCENARIOKIT_RUN_MEMORY_MB": "512"})
+    assert (settings.sandbox, settings.run_memory_mb) == ("off", 512)
+
+
+async def test_health_says_which_sandbox_confines_the_workers(make_client: ClientFactory) -> None:
+    from scenariokit.runner.sandbox import bubblewrap_works
+
+    off = await (await make_client(sandbox="off")).get("/health")
+    assert (await off.json())["sandbox"] == "none"
+    auto = await (await make_client(sandbox="auto")).get("/health")
+    assert (await auto.json())["sandbox"] == ("bubblewrap" if bubblewrap_works() else "none")
 
 
 async def test_health_reports_an_unreachable_database(make_client: ClientFactory, settings: Settings) -> None:

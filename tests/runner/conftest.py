@@ -1,7 +1,7 @@
 """Runner fixtures: a demo site on 127.0.0.1, one worker pool shared by the session, and job builders.
 
-Every browser the tests start carries a marker in its environment, so the session can prove at the
-end that none of them outlived the pools.
+Every browser the tests start carries a marker in its environment (passed through the workers'
+minimal environment by name), so the session can prove at the end that none of them outlived the pools.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import pytest_asyncio
 from scenariokit.runner.executor import WorkerPool
 from scenariokit.runner.job import RunEvent, RunFinished, RunJob, SessionReleased, StepJob
 from scenariokit.runner.processes import process_table, process_tree
+from scenariokit.runner.sandbox import SandboxConfig
 from served_pages import serve_pages
 
-MARKER_ENV = "SCENARIOKIT_RUNNER_TEST_MARK"
+MARKER_ENV = "RUNNER_TEST_MARK"
 
 HOME_PAGE = """<!doctype html>
 <html><head><title>Demo</title></head>
@@ -96,6 +97,11 @@ def _wait_until_gone(pids: set[int], timeout: float = 5.0) -> set[int]:
         time.sleep(0.1)
 
 
+def marked_sandbox() -> SandboxConfig:
+    """The sandbox settings of the environment, with the browser marker passed to the workers."""
+    return SandboxConfig.from_env(pass_env=(MARKER_ENV,))
+
+
 @pytest.fixture(scope="session")
 def browser_marker() -> Iterator[str]:
     """Marks every browser the session starts; at the end, none of them may be left running."""
@@ -131,7 +137,7 @@ async def pool(browser_marker: str, released_sessions: list[SessionReleased]) ->
     async def remember(released: SessionReleased) -> None:
         released_sessions.append(released)
 
-    shared = WorkerPool(2, on_session_released=remember)
+    shared = WorkerPool(2, on_session_released=remember, sandbox=marked_sandbox())
     await shared.start()
     yield shared
     await shared.close()

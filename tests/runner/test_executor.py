@@ -23,6 +23,7 @@ from scenariokit.runner.job import (
     StepFinished,
     StepStarted,
 )
+from scenariokit.runner.sandbox import SandboxConfig
 
 JobFactory = Callable[..., RunJob]
 Runner = Callable[..., Awaitable[tuple[RunFinished, list[RunEvent]]]]
@@ -39,6 +40,11 @@ await expect(page.locator("#status")).to_have_text("logged in")
 """
 
 ADMIN = CredentialValue(alias="admin", username="alice", secret="pa55-w0rd-xyz")
+
+
+def marked_sandbox() -> SandboxConfig:
+    """The environment's sandbox settings, passing the browser marker (see conftest) to the workers."""
+    return SandboxConfig.from_env(pass_env=("RUNNER_TEST_MARK",))
 
 
 def logs(events: list[RunEvent]) -> list[str]:
@@ -236,6 +242,20 @@ async def test_worker_that_dies_fails_the_run_and_is_replaced(
     assert again.status == "pass"
 
 
+async def test_worker_killed_by_sigkill_ends_its_run_as_worker_lost(
+    run: Runner, make_job: JobFactory
+) -> None:
+    job = make_job("print('before')", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+
+    outcome, _ = await run(job)
+
+    assert outcome.error is not None
+    assert outcome.error.kind is RunErrorKind.WORKER_LOST
+    assert outcome.error.message == 'worker process exited with code -9 (SIGKILL) during step 2 ("Step 2")'
+    again, _ = await run(make_job("print('still serving')"))
+    assert again.status == "pass"
+
+
 CRASH_BROWSER = """
 import os, signal
 cdp = await browser.new_browser_cdp_session()
@@ -399,6 +419,22 @@ async def test_trace_is_saved_when_asked(run: Runner, make_job: JobFactory, tmp_
     assert not (tmp_path / "b" / "trace.zip").exists()
 
 
+async def test_a_run_with_linked_credentials_is_traced_only_when_asked_explicitly(
+    run: Runner, make_job: JobFactory, tmp_path: Path
+) -> None:
+    failing = "await page.goto(helpers.getEnvUrl())\nassert False, 'fails'"
+    on_failure = make_job(failing, credentials=(ADMIN,), trace="on-failure", artifacts_dir=tmp_path / "a")
+    always = make_job(failing, credentials=(ADMIN,), trace="always", artifacts_dir=tmp_path / "b")
+
+    (skipped, skipped_events), (kept, kept_events) = await asyncio.gather(run(on_failure), run(always))
+
+    assert skipped.status == kept.status == "fail"
+    assert ArtifactSaved(name="trace.zip") not in skipped_events
+    assert any("no trace: the run uses linked credentials" in line for line in logs(skipped_events))
+    assert ArtifactSaved(name="trace.zip") in kept_events
+    assert (tmp_path / "b" / "trace.zip").read_bytes()[:2] == b"PK"
+
+
 async def test_closing_a_pool_leaves_no_browser_behind_and_sessions_expire(
     run: Runner,
     make_job: JobFactory,
@@ -410,7 +446,7 @@ async def test_closing_a_pool_leaves_no_browser_behind_and_sessions_expire(
     async def remember(event: SessionReleased) -> None:
         released.append(event)
 
-    expiring = WorkerPool(1, session_keepalive=0.5, on_session_released=remember)
+    expiring = WorkerPool(1, session_keepalive=0.5, on_session_released=remember, sandbox=marked_sandbox())
     await expiring.start()
     try:
         first = make_job("await page.goto(helpers.getEnvUrl())", save_session=True)
@@ -424,15 +460,15 @@ async def test_closing_a_pool_leaves_no_browser_behind_and_sessions_expire(
         await expiring.close()
 
     # A keep-alive no loaded machine outlasts, so only closing the pool can release this one.
-    holding = WorkerPool(1, session_keepalive=600, on_session_released=remember)
+    holding = WorkerPool(1, session_keepalive=600, on_session_released=remember, sandbox=marked_sandbox())
     await holding.start()
     try:
         held = make_job("await page.goto(helpers.getEnvUrl())", save_session=True)
         await run(held, holding)
         assert holding.held_sessions() == [held.run_id]
-        (worker,) = holding.worker_pids()
-        browsers = browsers_started_by(worker)
-        assert browsers, "the held session's browser and the spare should be running"
+        # the worker holding the session, and the warm one waiting for the next run
+        browsers = set().union(*(browsers_started_by(worker) for worker in holding.worker_pids()))
+        assert browsers, "the held session's browser and the warm worker's should be running"
     finally:
         await holding.close()
 

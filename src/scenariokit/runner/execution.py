@@ -37,6 +37,7 @@ from scenariokit.runner.protocol import (
     step_timeout_message,
     syntax_failure,
 )
+from scenariokit.runner.sandbox import ResourceLimits, describe_limit
 from scenariokit.runner.stepcode import (
     SnippetLibrary,
     StepHelpers,
@@ -89,8 +90,10 @@ class RunExecution:
         open_browser: Callable[[RunJob], Awaitable[Any]],
         hooks: PluginHooks,
         report: Callable[[RunEvent], None],
+        limits: ResourceLimits | None = None,
     ) -> None:
         self.job = job
+        self._limits = limits or ResourceLimits()
         self._open_browser = open_browser
         self._hooks = hooks
         self._report = report
@@ -142,9 +145,26 @@ class RunExecution:
         error = RunError(kind=RunErrorKind.ERROR, message=message)
         self._report(finished_run(self.job, [], started, error))
 
+    def _trace_mode(self) -> str:
+        """The run's trace mode: ``on-failure`` records no trace of a run with linked credentials.
+
+        A trace holds what the page held (typed passwords, tokens in requests), which masking cannot
+        reach; such a run is traced only when tracing is asked for explicitly, with ``always``.
+        """
+        job = self.job
+        if job.trace == "on-failure" and job.secrets:
+            self._log(
+                "info",
+                "no trace: the run uses linked credentials and a trace holds what the page held; "
+                "SCENARIOKIT_TRACE=always records one anyway",
+            )
+            return "off"
+        return job.trace
+
     async def _run_steps(self, browser: Any, context: Any, started: datetime) -> RunFinished:
         job = self.job
-        if job.trace != "off":
+        trace = self._trace_mode()
+        if trace != "off":
             await context.tracing.start(screenshots=True, snapshots=True)
         page = await context.new_page()
         namespace = StepNamespace(
@@ -165,8 +185,8 @@ class RunExecution:
             failed_step = next((s for s in steps if s.id == error.step_id), None)
             if failed_step is not None:
                 await self._screenshot(context, page, failed_step)
-        if job.trace != "off":
-            await self._stop_trace(context, keep=failed or (job.trace == "always" and error is None))
+        if trace != "off":
+            await self._stop_trace(context, keep=failed or (trace == "always" and error is None))
         return outcome
 
     async def _run_each(
@@ -224,7 +244,11 @@ class RunExecution:
             if task.cancelled():
                 return RunErrorKind.ERROR, f"CancelledError: step code was cancelled during {label}"
             exc = task.exception()
-            return None if exc is None else describe_failure(exc, step)
+            if exc is None:
+                return None
+            kind, message = describe_failure(exc, step)
+            limit = describe_limit(exc, self._limits)
+            return kind, message if limit is None else f"{message}: {limit}"
         task.cancel()
         task.add_done_callback(_consume_outcome)
         await asyncio.wait({task}, timeout=STEP_UNWIND_SECONDS)

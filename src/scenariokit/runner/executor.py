@@ -1,11 +1,16 @@
-"""The parent side of execution: a pool of worker processes, each running one job at a time.
+"""The parent side of execution: a pool of worker processes, each executing exactly one run.
 
-The pool bounds concurrency (one run per worker), forwards each run's events as they arrive, and
-enforces the time limits itself, so even step code that never yields (``while True: pass``) is
-stopped: the worker's whole process tree is killed, the run fails with kind ``timeout``, and a new
-worker takes its place. A worker that dies (``os._exit``, a segfault) fails its run the same way,
-with kind ``error``. Workers are started with ``spawn``: forking a process that runs asyncio and
-Playwright is unsafe.
+The pool keeps ``size`` workers warm (Python imported, Playwright started, browser launched) and bounds
+concurrency to ``size`` runs. A run takes a warm worker and a new one starts at once, so the next run
+does not wait; after its run a worker exits (or stays while it holds the run's saved session), so
+nothing one run does to its interpreter reaches another. The pool forwards each run's events as they
+arrive, masked here with the run's secrets (the worker's own masking is step code's to undo), with
+whatever the worker writes to its standard output and error added to the run log, and copies the
+files the run recorded from the worker's private directory into the artifacts folder. It enforces the
+time limits itself, so even step code that never yields (``while True: pass``) is stopped: the
+worker's whole process tree is killed and the run fails with kind ``timeout``. A worker that dies
+fails its run: kind ``worker_lost`` when it was killed (SIGKILL), else ``error`` (``os._exit``, a
+segfault).
 """
 
 from __future__ import annotations
@@ -13,16 +18,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import multiprocessing
 import os
+import re
+import signal
+import stat
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import attrs
 
 from scenariokit.domain.model import RunErrorKind, utcnow
 from scenariokit.runner.browser import BrowserConfig, discover_browser
-from scenariokit.runner.job import LogEvent, RunEvent, RunFinished, RunJob, SessionReleased, SessionSaved
+from scenariokit.runner.job import (
+    ArtifactSaved,
+    LogEvent,
+    RunEvent,
+    RunFinished,
+    RunJob,
+    SessionReleased,
+    SessionSaved,
+)
+from scenariokit.runner.masking import LogMasker, mask_text
 from scenariokit.runner.protocol import (
     CancelRun,
     ReleaseSession,
@@ -36,9 +53,10 @@ from scenariokit.runner.protocol import (
     syntax_failure,
 )
 from scenariokit.runner.run_watch import RunWatch
+from scenariokit.runner.sandbox import SandboxConfig, SandboxKind, make_pool_dir, remove_dir, resolve_sandbox
 from scenariokit.runner.stepcode import check_syntax
 from scenariokit.runner.worker import WorkerOptions
-from scenariokit.runner.worker_handle import WorkerGone, WorkerHandle
+from scenariokit.runner.worker_handle import Stream, WorkerGone, WorkerHandle, WorkerLaunch
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +69,7 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 RELEASE_WAIT_SECONDS = 10.0
 #: seconds before a failed replacement worker is started again
 RESPAWN_DELAY_SECONDS = 1.0
+_ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 @attrs.define
@@ -59,6 +78,10 @@ class _ActiveRun:
     inbox: asyncio.Queue[RunEvent | WorkerGone | None] = attrs.field(factory=asyncio.Queue)
     cancelled: asyncio.Event = attrs.field(factory=asyncio.Event)
     worker: WorkerHandle | None = None
+    holds_slot: bool = False
+    masker: LogMasker = attrs.field(
+        default=attrs.Factory(lambda self: LogMasker(self.job.secrets), takes_self=True)
+    )
 
 
 class WorkerPool:
@@ -71,30 +94,43 @@ class WorkerPool:
         browser: BrowserConfig | None = None,
         session_keepalive: float = 600.0,
         on_session_released: SessionCallback | None = None,
+        sandbox: SandboxConfig | None = None,
     ) -> None:
         self.size = max(1, size if size is not None else (os.cpu_count() or 1))
         self._browser = browser
         self._session_keepalive = session_keepalive
         self._on_session_released = on_session_released
-        self._mp = multiprocessing.get_context("spawn")
+        self._sandbox = sandbox if sandbox is not None else SandboxConfig.from_env()
+        #: what confines the workers once started: ``"bubblewrap"`` or ``"none"``
+        self.sandbox_kind: SandboxKind | None = None
+        self._pool_dir: Path | None = None
         self._workers: set[WorkerHandle] = set()
         self._idle: asyncio.Queue[WorkerHandle] | None = None
+        self._slots = asyncio.Semaphore(self.size)
         self._active: dict[uuid.UUID, _ActiveRun] = {}
         self._session_owner: dict[uuid.UUID, WorkerHandle] = {}
         self._releases: dict[uuid.UUID, asyncio.Future[None]] = {}
         self._replacements: set[asyncio.Task[None]] = set()
         #: on_session_released calls under way
         self._callbacks: set[asyncio.Task[None]] = set()
+        #: workers being stopped after their run
+        self._retiring: set[asyncio.Task[None]] = set()
         self._closed = False
 
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Find the browser (BrowserUnavailable if none) and start every worker."""
+        """Find the browser (BrowserUnavailable) and the sandbox (SandboxUnavailable); start the workers."""
         if self._idle is not None:
             raise RuntimeError("the pool is already started")
         browser = self._browser or discover_browser()
-        self._options = WorkerOptions(browser=browser, session_keepalive=self._session_keepalive)
+        kind = await asyncio.to_thread(resolve_sandbox, self._sandbox.mode)
+        self.sandbox_kind = kind
+        self._pool_dir = await asyncio.to_thread(make_pool_dir)
+        options = WorkerOptions(
+            browser=browser, session_keepalive=self._session_keepalive, limits=self._sandbox.limits
+        )
+        self._launch = WorkerLaunch(kind=kind, config=self._sandbox, pool_dir=self._pool_dir, options=options)
         self._idle = asyncio.Queue()
         started = await asyncio.gather(
             *(self._start_worker() for _ in range(self.size)), return_exceptions=True
@@ -112,10 +148,14 @@ class WorkerPool:
         workers = list(self._workers)
         self._workers.clear()
         await asyncio.gather(*(worker.shutdown(SHUTDOWN_GRACE_SECONDS) for worker in workers))
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
         for run_id in list(self._session_owner):
             await self._session_closed(SessionReleased(run_id=run_id, reason="worker stopped"))
         if self._callbacks:
             await asyncio.gather(*self._callbacks, return_exceptions=True)
+        if self._pool_dir is not None:
+            await asyncio.to_thread(remove_dir, self._pool_dir)
 
     async def __aenter__(self) -> WorkerPool:
         await self.start()
@@ -126,46 +166,54 @@ class WorkerPool:
 
     @property
     def ready_workers(self) -> int:
-        """How many workers are started and alive (fewer than ``size`` while one is being replaced)."""
-        return sum(1 for worker in self._workers if worker.ready)
+        """How many warm workers wait for a run (fewer than ``size`` while new ones start)."""
+        return sum(1 for worker in self._workers if worker.ready and not worker.used)
 
     def worker_pids(self) -> list[int]:
-        """The pids (and process group ids) of the live workers."""
+        """The pids (and process group ids) of the live workers: warm, running or holding a session."""
         return [worker.pid for worker in self._workers if worker.pid is not None and worker.ready]
 
     async def _start_worker(self) -> None:
-        worker = WorkerHandle(self._mp, self._options)
+        worker = WorkerHandle(self._launch)
         self._workers.add(worker)
         try:
-            await worker.start(self._route)
+            await worker.start(self._route, self._output)
         except BaseException:
             self._workers.discard(worker)
             raise
         assert self._idle is not None
         self._idle.put_nowait(worker)
 
-    def _replace(self, worker: WorkerHandle) -> None:
-        """Take a worker that cannot go on out of service (once) and start another in its place."""
-        if worker not in self._workers:
-            return
-        self._workers.discard(worker)
+    def _replenish(self) -> None:
+        """Start a warm worker in the background (one run took one, or an unused one died)."""
         if self._closed:
             return
-        task = asyncio.ensure_future(self._start_replacement(worker))
+        task = asyncio.ensure_future(self._start_replacement())
         self._replacements.add(task)
         task.add_done_callback(self._replacements.discard)
 
-    async def _start_replacement(self, old: WorkerHandle) -> None:
-        await asyncio.to_thread(old.kill)
-        for run_id in list(old.sessions):
-            await self._session_closed(SessionReleased(run_id=run_id, reason="worker stopped"))
+    async def _start_replacement(self) -> None:
         while not self._closed:
             try:
                 await self._start_worker()
                 return
             except Exception:
-                logger.exception("could not start a replacement worker; retrying")
+                logger.exception("could not start a worker; retrying")
                 await asyncio.sleep(RESPAWN_DELAY_SECONDS)
+
+    def _retire(self, worker: WorkerHandle) -> None:
+        """Stop a worker whose run is over (once): it exits, its processes die, its directory goes."""
+        if worker not in self._workers:
+            return
+        self._workers.discard(worker)
+        task = asyncio.ensure_future(self._stop(worker))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def _stop(self, worker: WorkerHandle) -> None:
+        await worker.shutdown(SHUTDOWN_GRACE_SECONDS)
+        for run_id in list(worker.sessions):
+            await self._session_closed(SessionReleased(run_id=run_id, reason="worker stopped"))
 
     # --- reports from workers --------------------------------------------------------------------
 
@@ -176,6 +224,8 @@ class WorkerPool:
             if run is not None and run.worker is worker:
                 run.inbox.put_nowait(report.event)
         elif isinstance(report, SessionReleased):
+            if report.run_id not in worker.sessions:
+                return  # a worker speaks only for the sessions it holds
             task = asyncio.ensure_future(self._session_closed(report))
             self._callbacks.add(task)
             task.add_done_callback(self._callbacks.discard)
@@ -183,8 +233,19 @@ class WorkerPool:
             run = self._active.get(worker.current_run) if worker.current_run else None
             if run is not None and run.worker is worker:
                 run.inbox.put_nowait(report)
-            else:
-                self._replace(worker)  # an idle worker died
+                return
+            if worker in self._workers and not worker.used:
+                self._replenish()  # a warm worker died before it got a run
+            self._retire(worker)
+
+    def _output(self, worker: WorkerHandle, stream: Stream, text: str) -> None:
+        """A line the worker wrote to its stdout or stderr: the run's log, else the server's, masked."""
+        run = self._active.get(worker.current_run) if worker.current_run else None
+        if run is not None and run.worker is worker:
+            level = "info" if stream == "stdout" else "warning"
+            run.inbox.put_nowait(LogEvent(at=utcnow(), level=level, message=text, step_id=None))
+            return
+        logger.info("worker %s %s: %s", worker.pid, stream, mask_text(text, worker.secrets))
 
     async def _session_closed(self, released: SessionReleased) -> None:
         owner = self._session_owner.pop(released.run_id, None)
@@ -222,29 +283,47 @@ class WorkerPool:
             return await self._run_on(worker, run, on_event)
         finally:
             self._active.pop(job.run_id, None)
+            if run.holds_slot:
+                self._slots.release()
 
     async def _claim_worker(self, run: _ActiveRun) -> WorkerHandle | None:
-        """The next idle worker, or None when the run is cancelled while it waits."""
+        """A run slot, then the next warm worker; None when the run is cancelled while it waits.
+
+        Warm workers may outnumber the slots (a new one starts as soon as a run takes one), so the
+        slots, not the workers, bound how many runs execute at once.
+        """
         assert self._idle is not None
+        if not await self._until_cancelled(run, self._slots.acquire()):
+            return None
+        run.holds_slot = True
         while not run.cancelled.is_set():
             getter = asyncio.ensure_future(self._idle.get())
-            cancelled = asyncio.ensure_future(run.cancelled.wait())
-            try:
-                await asyncio.wait({getter, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                cancelled.cancel()
-                if not getter.done():
-                    getter.cancel()
-            if not getter.done() or getter.cancelled():
-                continue
+            if not await self._until_cancelled(run, getter):
+                return None
             worker = getter.result()
             if not worker.ready:  # it died while idle; its replacement will queue up
                 continue
             if run.cancelled.is_set():
                 self._idle.put_nowait(worker)
                 return None
+            worker.used = True
+            worker.secrets = run.job.secrets
+            self._replenish()  # the next run's worker warms up while this one executes
             return worker
         return None
+
+    @staticmethod
+    async def _until_cancelled(run: _ActiveRun, waiting: Awaitable[object]) -> bool:
+        """Await ``waiting`` unless the run is cancelled first; True when it completed."""
+        task = asyncio.ensure_future(waiting)
+        cancelled = asyncio.ensure_future(run.cancelled.wait())
+        try:
+            await asyncio.wait({task, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+            if not task.done():
+                task.cancel()
+        return task.done() and not task.cancelled()
 
     def _cancelled_before_start(self, job: RunJob) -> RunFinished:
         if not job.steps:
@@ -253,59 +332,110 @@ class WorkerPool:
         message = f"run cancelled before {step_label(first)}"
         return failed_run(job, [], first, RunErrorKind.CANCELLED, message, started_at=utcnow())
 
-    async def _finish_here(self, job: RunJob, outcome: RunFinished, on_event: EventCallback) -> RunFinished:
+    async def _finish_here(
+        self, job: RunJob, outcome: RunFinished, on_event: EventCallback, masker: LogMasker | None = None
+    ) -> RunFinished:
         """Report an outcome the pool decided without a worker (or after killing one)."""
+        held = masker.flush() if masker is not None else []
+        for line in held:
+            await on_event(line)
         if outcome.error is not None:
             log = LogEvent(
                 at=utcnow(), level="error", message=outcome.error.message, step_id=outcome.error.step_id
             )
             await on_event(mask_event(log, job.secrets))
-        await on_event(outcome)
-        return outcome
+        masked = mask_event(outcome, job.secrets)
+        assert isinstance(masked, RunFinished)
+        await on_event(masked)
+        return masked
 
     async def _run_on(self, worker: WorkerHandle, run: _ActiveRun, on_event: EventCallback) -> RunFinished:
         job = run.job
         run.worker = worker
         worker.current_run = job.run_id
         finished = False
+        inside = attrs.evolve(
+            job,
+            # plain ``uuid.UUID``s: a driver's own UUID type (asyncpg's) would come back in reports,
+            # which the pool decodes allowing only the standard classes
+            run_id=uuid.UUID(str(job.run_id)),
+            scenario_id=uuid.UUID(str(job.scenario_id)),
+            steps=tuple(attrs.evolve(step, id=uuid.UUID(str(step.id))) for step in job.steps),
+            artifacts_dir=Path(f"{worker.inner_dir}/artifacts"),
+        )
         try:
-            if not await worker.send(StartRun(job)):
+            if not await worker.send(StartRun(inside)):
                 run.inbox.put_nowait(WorkerGone(None))
             outcome = await self._follow(worker, run, on_event)
             finished = True
             return outcome
         finally:
             worker.current_run = None
-            if finished and worker.ready:
-                assert self._idle is not None
-                self._idle.put_nowait(worker)
-            else:
-                self._replace(worker)
+            if not (finished and worker.ready and job.run_id in worker.sessions):
+                self._retire(worker)  # one run per worker; one holding a session stays until released
 
     async def _follow(self, worker: WorkerHandle, run: _ActiveRun, on_event: EventCallback) -> RunFinished:
         """Forward the run's events until it finishes, killing the worker when a limit passes."""
         job = run.job
         watch = RunWatch(job)
+        masker = run.masker
         while True:
             try:
                 item = await asyncio.wait_for(run.inbox.get(), watch.seconds_left())
             except TimeoutError:
                 kind, message = watch.overrun()
                 await asyncio.to_thread(worker.kill)
-                return await self._finish_here(job, watch.outcome(kind, message), on_event)
+                return await self._finish_here(job, watch.outcome(kind, message), on_event, masker)
             if item is None:  # a cancel request: only the deadlines change
                 watch.cancel_requested()
                 continue
             if isinstance(item, WorkerGone):
+                killed = item.exitcode == -signal.SIGKILL
+                kind = RunErrorKind.WORKER_LOST if killed else RunErrorKind.ERROR
                 message = f"worker process {item.describe()} {watch.where()}"
-                return await self._finish_here(job, watch.outcome(RunErrorKind.ERROR, message), on_event)
+                return await self._finish_here(job, watch.outcome(kind, message), on_event, masker)
             watch.observe(item)
+            if isinstance(item, LogEvent):
+                for line in masker.push(item):
+                    await on_event(line)
+                continue
+            if isinstance(item, ArtifactSaved) and not await self._collect(worker, run, item.name, on_event):
+                continue
             if isinstance(item, SessionSaved):
                 worker.sessions.add(job.run_id)
                 self._session_owner[job.run_id] = worker
+            if isinstance(item, RunFinished):
+                for line in masker.flush():
+                    await on_event(line)
+            item = mask_event(item, job.secrets)
             await on_event(item)
             if isinstance(item, RunFinished):
                 return item
+
+    async def _collect(
+        self, worker: WorkerHandle, run: _ActiveRun, name: str, on_event: EventCallback
+    ) -> bool:
+        """Copy a file the run recorded from the worker's directory to the run's artifacts folder.
+
+        The worker's directory is step code's to fill: only a plain name, a regular file and no link
+        is taken (the copy runs with the service's rights).
+        """
+        problem = None
+        if not _ARTIFACT_NAME.match(name) or worker.run_dir is None:
+            problem = "not a plain file name"
+        else:
+            try:
+                await asyncio.to_thread(
+                    _copy_artifact, worker.run_dir / "artifacts", name, run.job.artifacts_dir
+                )
+            except OSError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+        if problem is None:
+            return True
+        line = LogEvent(at=utcnow(), level="warning", message=f"artifact {name!r} not kept: {problem}")
+        for masked in run.masker.push(line):
+            await on_event(masked)
+        return False
 
     async def cancel(self, run_id: uuid.UUID) -> bool:
         """Stop a queued or running run (it fails with kind ``cancelled``); False if it is not running."""
@@ -333,3 +463,19 @@ class WorkerPool:
     def held_sessions(self) -> list[uuid.UUID]:
         """Run ids whose saved session is held open."""
         return list(self._session_owner)
+
+
+def _copy_artifact(source_dir: Path, name: str, target_dir: Path) -> None:
+    """Copy ``source_dir/name`` to ``target_dir/name`` without following a link anywhere on the way."""
+    directory = os.open(source_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
+    finally:
+        os.close(directory)
+    with os.fdopen(source, "rb") as reader:
+        if not stat.S_ISREG(os.fstat(reader.fileno()).st_mode):
+            raise OSError(f"{name} is not a regular file")
+        target_dir.mkdir(parents=True, exist_ok=True)
+        with open(target_dir / name, "wb") as writer:
+            while chunk := reader.read(1024 * 1024):
+                writer.write(chunk)

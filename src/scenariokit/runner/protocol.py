@@ -1,12 +1,17 @@
 """What the pool and a worker process say to each other, and the run outcomes both sides build.
 
 Commands go parent → worker, reports go worker → parent, all over one multiprocessing pipe. Every
-message is plain picklable data. Outcomes are built here because a run can end in the worker (a step
-failed) or in the parent (the worker had to be killed), and both must read the same.
+message is plain picklable data. The worker runs step code, so what it sends is untrusted: the
+parent reads reports with :func:`decode_report`, which rebuilds only the classes listed here (a
+plain ``pickle.loads`` would let step code run code in the server). Outcomes are built here because a
+run can end in the worker (a step failed) or in the parent (the worker had to be killed), and both
+must read the same.
 """
 
 from __future__ import annotations
 
+import io
+import pickle
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
@@ -76,6 +81,59 @@ class RunReport:
 
 
 Report = WorkerReady | RunReport | SessionReleased
+
+#: the largest report the parent reads (a saved session's storage state is the big one)
+MAX_REPORT_BYTES = 64 * 1024 * 1024
+
+_REPORT_CLASSES = {
+    ("scenariokit.runner.protocol", "WorkerReady"),
+    ("scenariokit.runner.protocol", "RunReport"),
+    ("scenariokit.runner.job", "LogEvent"),
+    ("scenariokit.runner.job", "StepStarted"),
+    ("scenariokit.runner.job", "StepFinished"),
+    ("scenariokit.runner.job", "ArtifactSaved"),
+    ("scenariokit.runner.job", "SessionSaved"),
+    ("scenariokit.runner.job", "RunFinished"),
+    ("scenariokit.runner.job", "SessionReleased"),
+    ("scenariokit.domain.model", "StepResult"),
+    ("scenariokit.domain.model", "RunError"),
+    ("scenariokit.domain.model", "RunErrorKind"),
+    ("scenariokit.domain.model", "StepStatus"),
+    ("datetime", "datetime"),
+    ("datetime", "timezone"),
+    ("datetime", "timedelta"),
+    ("uuid", "UUID"),
+    ("copyreg", "_reconstructor"),
+    ("builtins", "object"),
+}
+
+
+class UnreadableReport(ValueError):
+    """A worker sent something that is not a report (a bug, or step code writing to the pipe)."""
+
+
+class _ReportUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> object:
+        if (module, name) not in _REPORT_CLASSES:
+            raise UnreadableReport(f"a report may not hold {module}.{name}")
+        return super().find_class(module, name)
+
+
+def decode_report(data: bytes) -> Report:
+    """A report from its pickled bytes, refusing every class a report does not use."""
+    try:
+        report = _ReportUnpickler(io.BytesIO(data)).load()
+    except UnreadableReport:
+        raise
+    except Exception as exc:
+        raise UnreadableReport(f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(report, WorkerReady | RunReport | SessionReleased):
+        raise UnreadableReport(f"not a report: {type(report).__name__}")
+    if isinstance(report, RunReport) and isinstance(report.event, LogEvent):
+        event = report.event
+        if not isinstance(event.message, str) or not isinstance(event.level, str):
+            raise UnreadableReport("a log line must be text")
+    return report
 
 
 # --- outcomes ------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from scenariokit.runner.job import (
     SessionSaved,
     StepFinished,
 )
+from scenariokit.runner.sandbox import SandboxConfig, store_paths
 from scenariokit.services import Services
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,11 @@ class Scheduler:
             browser=browser,
             session_keepalive=services.context.settings.session_keepalive_seconds,
             on_session_released=self.session_released,
+            sandbox=SandboxConfig.from_env(
+                hidden=store_paths(
+                    getattr(services.store, "url", None), services.context.settings.artifacts_dir
+                )
+            ),
         )
         self.owner = owner or default_owner()
         self.poll_seconds = poll_seconds

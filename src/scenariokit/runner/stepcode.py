@@ -22,8 +22,8 @@ from playwright.async_api import expect
 from scenariokit.domain.code import compile_snippet_code, compile_step_code
 from scenariokit.domain.model import Environment, RunErrorKind
 from scenariokit.runner.job import CredentialValue, RunJob, StepJob
+from scenariokit.runner.masking import MASK, mask_text
 
-MASK = "***"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 #: ``log(level, message)``: where ``log()`` and ``print()`` lines go (the worker masks and reports them).
@@ -37,13 +37,8 @@ class SnippetSource(Protocol):
 
 
 def mask_secrets(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every occurrence of each non-empty secret replaced by ``***``.
-
-    Longer secrets are replaced first, so a secret that contains another is masked whole.
-    """
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, MASK)
-    return text
+    """``text`` with every non-empty secret, in each form :func:`.masking.secret_forms` lists, as ``***``."""
+    return mask_text(text, secrets)
 
 
 # --- compiling -----------------------------------------------------------------------------------

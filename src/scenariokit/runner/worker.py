@@ -1,11 +1,11 @@
-"""The worker process: its own asyncio loop and Playwright, running one job at a time.
+"""The worker process: its own asyncio loop and Playwright, executing exactly one run.
 
 A worker starts in its own process group, so the pool can stop it and everything it started at once.
-It receives :mod:`.protocol` commands over a multiprocessing pipe (read by a thread, so a busy loop
-never stalls the pipe) and reports events as they happen. Each run gets a browser nobody used before;
-the next one is launched while the worker waits for work, so a queued run does not wait for a launch.
-Browsers of saved sessions stay open here until released or until their keep-alive runs out; the
-worker takes new runs meanwhile.
+It receives :mod:`.protocol` commands over a pipe (read by a thread, so a busy loop never stalls the
+pipe) and reports events as they happen. It comes up warm, with Playwright started and its browser
+launched, and waits for its one run; the run's limits (:mod:`.sandbox`) are set right before the step
+code runs. Nothing a run does to the interpreter can reach another run: after it the worker exits,
+unless the run saved its session, whose browser stays open here until released or expired.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Coroutine
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -43,6 +44,7 @@ from scenariokit.runner.protocol import (
     finished_run,
     mask_event,
 )
+from scenariokit.runner.sandbox import ResourceLimits, apply_limits
 
 logger = logging.getLogger(__name__)
 
@@ -57,14 +59,26 @@ class WorkerOptions:
     browser: BrowserConfig
     #: seconds a saved session's browser is kept open unless released sooner
     session_keepalive: float = 600.0
+    limits: ResourceLimits = attrs.field(factory=ResourceLimits)
+    #: where the run writes its screenshots and trace (the pool moves them to the artifacts folder)
+    artifacts_dir: Path | None = None
 
 
 #: How long a worker whose pool is gone may take to close its browsers before it is ended hard.
 ORPHAN_GRACE_SECONDS = 5.0
 
 
+def worker_entry(fd: int) -> None:
+    """Entry point of a worker process started by the pool: its options come first over the pipe."""
+    conn = Connection(fd)
+    options = conn.recv()
+    if not isinstance(options, WorkerOptions):
+        raise SystemExit("scenariokit worker: expected WorkerOptions from the pool")
+    worker_main(conn, options)
+
+
 def worker_main(conn: Connection, options: WorkerOptions) -> None:
-    """Entry point of a worker process (``multiprocessing`` spawn target)."""
+    """Run the worker on ``conn`` until its run (and any session it saved) is over."""
     if hasattr(os, "setpgrp"):
         os.setpgrp()  # own process group: the pool kills the worker, its driver and browsers together
     if hasattr(signal, "pthread_sigmask"):
@@ -78,7 +92,7 @@ def worker_main(conn: Connection, options: WorkerOptions) -> None:
 
 
 class Worker:
-    """Serves commands from the pool until told to shut down or the pool goes away."""
+    """Serves commands from the pool until its one run is over or the pool goes away."""
 
     def __init__(self, conn: Connection, options: WorkerOptions) -> None:
         self._conn = conn
@@ -89,18 +103,23 @@ class Worker:
         self._held: dict[uuid.UUID, tuple[HeldSession, asyncio.TimerHandle]] = {}
         self._spare: asyncio.Task[Any] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._inbox: asyncio.Queue[Command] = asyncio.Queue()
+        self._took_run = False
 
     async def serve(self) -> None:
-        """Start Playwright, say ready, and handle commands until :class:`Shutdown`."""
+        """Start Playwright and the browser, say ready, and handle commands until :class:`Shutdown`."""
         loop = asyncio.get_running_loop()
-        inbox: asyncio.Queue[Command] = asyncio.Queue()
-        threading.Thread(target=self._receive, args=(loop, inbox), name="pool-pipe", daemon=True).start()
+        threading.Thread(
+            target=self._receive, args=(loop, self._inbox), name="pool-pipe", daemon=True
+        ).start()
         self._playwright = await async_playwright().start()
         try:
             self._hooks = PluginHooks.load()
+            self._spare = asyncio.ensure_future(self._launch())
+            # warm: the run that comes finds its browser up (a failed launch is retried, and reported, then)
+            await asyncio.wait({self._spare})
             self._send(WorkerReady(pid=os.getpid()))
-            self._prepare_spare()
-            while not isinstance(command := await inbox.get(), Shutdown):
+            while not isinstance(command := await self._inbox.get(), Shutdown):
                 self._handle(command)
         finally:
             await self._close_all()
@@ -145,11 +164,20 @@ class Worker:
 
     def _handle(self, command: Command) -> None:
         if isinstance(command, StartRun):
+            if self._took_run:  # one run per process: nothing of one run may reach another
+                logger.warning("a worker executes one run only; run %s ignored", command.job.run_id)
+                return
+            self._took_run = True
             job = command.job
             execution = RunExecution(
-                job, open_browser=self._take_browser, hooks=self._hooks, report=lambda e: self._report(job, e)
+                job,
+                open_browser=self._take_browser,
+                hooks=self._hooks,
+                report=lambda e: self._report(job, e),
+                limits=self._options.limits,
             )
             self._runs[job.run_id] = execution  # now, so a cancel right behind the job finds it
+            apply_limits(self._options.limits)
             self._spawn(self._run(execution))
         elif isinstance(command, CancelRun):
             running = self._runs.get(command.run_id)
@@ -158,7 +186,7 @@ class Worker:
         elif isinstance(command, ReleaseSession):
             self._spawn(self._release(command.run_id, "released"))
 
-    # --- runs ------------------------------------------------------------------------------------
+    # --- the run ---------------------------------------------------------------------------------
 
     async def _run(self, execution: RunExecution) -> None:
         job = execution.job
@@ -171,16 +199,17 @@ class Worker:
             self._report(job, finished_run(job, [], utcnow(), error))
         finally:
             self._runs.pop(job.run_id, None)
-        self._prepare_spare()  # the next browser starts while this one closes
         if end.session is not None:
             self._hold(end.session)
-        elif end.browser is not None:
+            return
+        if end.browser is not None:
             await close_browser(end.browser)
+        self._inbox.put_nowait(Shutdown())
 
     def _report(self, job: RunJob, event: RunEvent) -> None:
         self._send(RunReport(run_id=job.run_id, event=mask_event(event, job.secrets)))
 
-    # --- browsers --------------------------------------------------------------------------------
+    # --- the browser -----------------------------------------------------------------------------
 
     async def _launch(self) -> Any:
         config = self._options.browser
@@ -188,33 +217,25 @@ class Worker:
             return await self._playwright.chromium.connect(config.ws_endpoint)
         return await self._playwright.chromium.launch(**config.launch_options())
 
-    def _prepare_spare(self) -> None:
-        """Launch the next run's browser now, unless one is ready or being launched.
-
-        It starts as soon as a run has taken the previous one, so it comes up while that run executes
-        (mostly waiting on pages) and the next queued run starts without waiting for a launch.
-        """
-        if self._spare is None:
-            self._spare = asyncio.ensure_future(self._launch())
-
     async def _take_browser(self, job: RunJob) -> Any:
-        """A browser nobody has used: a plugin's, the prepared spare, or a new launch."""
+        """A browser nobody has used: a plugin's, the one launched at start, or a new launch."""
         launcher = self._hooks.browser_provider(job)
-        if launcher is not None:
-            return await launcher(self._playwright)
         spare, self._spare = self._spare, None
+        if launcher is not None:
+            if spare is not None:
+                self._spawn(_close_launched(spare))
+            return await launcher(self._playwright)
         browser = None
         if spare is not None:
             try:
                 browser = await spare
-            except Exception as exc:  # the spare failed to start; a launch now says why, if it fails too
-                logger.warning("spare browser failed to start: %s", exc)
-        self._prepare_spare()
+            except Exception as exc:  # the launch at start failed; a launch now says why, if it fails too
+                logger.warning("browser failed to start: %s", exc)
         if browser is not None and browser.is_connected():
             return browser
         return await self._launch()
 
-    # --- saved sessions --------------------------------------------------------------------------
+    # --- a saved session -------------------------------------------------------------------------
 
     def _hold(self, held: HeldSession) -> None:
         loop = asyncio.get_running_loop()
@@ -233,6 +254,8 @@ class Worker:
         timer.cancel()
         await close_browser(held.browser)
         self._send(SessionReleased(run_id=run_id, reason=reason))
+        if not self._held and not self._runs:
+            self._inbox.put_nowait(Shutdown())  # its one run and its session are over
 
     # --- shutdown --------------------------------------------------------------------------------
 
@@ -249,8 +272,13 @@ class Worker:
             await close_browser(held.browser)
         if self._spare is not None:
             spare, self._spare = self._spare, None
-            with contextlib.suppress(Exception):
-                await close_browser(await asyncio.wait_for(spare, SHUTDOWN_STEP_SECONDS))
+            await _close_launched(spare)
         if self._playwright is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._playwright.stop(), SHUTDOWN_STEP_SECONDS)
+
+
+async def _close_launched(launch: asyncio.Task[Any]) -> None:
+    """Close a browser whose launch may still be under way (or may have failed)."""
+    with contextlib.suppress(Exception):
+        await close_browser(await asyncio.wait_for(launch, SHUTDOWN_STEP_SECONDS))

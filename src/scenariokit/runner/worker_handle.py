@@ -1,7 +1,11 @@
 """The parent's handle on one worker process: starting it, talking to it, and stopping it for good.
 
-Reports are read by a thread that blocks on the pipe and hands each one to the event loop, so the
-loop never blocks on a worker, whatever state that worker is in.
+A worker is started with its own command line (:func:`.sandbox.worker_command`): a minimal
+environment, its private directory, under bubblewrap when the pool has it, and with its standard
+output and error piped back to the pool, so nothing it writes reaches the server's own log. Reports
+are read by a thread that blocks on the pipe and hands each one to the event loop, so the loop never
+blocks on a worker, whatever state that worker is in; they are decoded with
+:func:`.protocol.decode_report`, never trusted as pickles.
 """
 
 from __future__ import annotations
@@ -9,26 +13,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import multiprocessing.process
 import signal
-import sys
+import socket
+import subprocess
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from multiprocessing import resource_tracker
-from multiprocessing.context import SpawnContext, SpawnProcess
-from typing import Any
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import IO, Literal
 
 import attrs
 
 from scenariokit.runner.processes import kill_process_tree
-from scenariokit.runner.protocol import Command, Report, Shutdown, WorkerReady
-from scenariokit.runner.worker import WorkerOptions, worker_main
+from scenariokit.runner.protocol import (
+    MAX_REPORT_BYTES,
+    Command,
+    Report,
+    Shutdown,
+    UnreadableReport,
+    WorkerReady,
+    decode_report,
+)
+from scenariokit.runner.sandbox import SandboxConfig, SandboxKind, make_run_dir, remove_dir, worker_command
+from scenariokit.runner.worker import WorkerOptions
 
 logger = logging.getLogger(__name__)
 
-#: seconds a new worker gets to start Python, Playwright and say it is ready
+#: seconds a new worker gets to start Python, Playwright and its browser and say it is ready
 READY_TIMEOUT_SECONDS = 60.0
+#: a longer line of a worker's output is cut (the rest follows as further lines)
+MAX_OUTPUT_LINE = 16 * 1024
+
+Stream = Literal["stdout", "stderr"]
 
 
 @attrs.frozen
@@ -48,20 +65,38 @@ class WorkerGone:
         return text
 
 
+@attrs.frozen
+class WorkerLaunch:
+    """How a pool starts its workers: the sandbox it resolved, where run directories go, the options."""
+
+    kind: SandboxKind
+    config: SandboxConfig
+    pool_dir: Path
+    options: WorkerOptions
+
+
 class WorkerHandle:
     """One worker process as the pool sees it."""
 
-    def __init__(self, mp_context: SpawnContext, options: WorkerOptions) -> None:
-        self._mp = mp_context
-        self._options = options
-        self._process: SpawnProcess | None = None
-        self._conn: Any = None
+    def __init__(self, launch: WorkerLaunch) -> None:
+        self._launch = launch
+        self._process: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
         self._send_lock = asyncio.Lock()
+        self._killed = threading.Lock()
+        self._bubblewrap = False
+        #: the worker's private directory on this side, and as the worker sees it
+        self.run_dir: Path | None = None
+        self.inner_dir: str | None = None
         #: set once the worker said it is ready; ``gone`` once its pipe closed
         self.started = False
         self.gone = False
+        #: whether it was given its one run
+        self.used = False
         #: the run id this worker is executing, if any
         self.current_run: uuid.UUID | None = None
+        #: the secrets of its run: its output outside the run is masked with them too
+        self.secrets: tuple[str, ...] = ()
         #: run ids whose saved session this worker holds
         self.sessions: set[uuid.UUID] = set()
 
@@ -72,27 +107,50 @@ class WorkerHandle:
 
     @property
     def pid(self) -> int | None:
-        """The worker's pid, which is also its process group id."""
+        """The pid of the process started (bubblewrap's, under the sandbox), also its process group id."""
         return self._process.pid if self._process is not None else None
 
-    async def start(self, on_report: Callable[[WorkerHandle, Report | WorkerGone], None]) -> None:
+    async def start(
+        self,
+        on_report: Callable[[WorkerHandle, Report | WorkerGone], None],
+        on_output: Callable[[WorkerHandle, Stream, str], None],
+    ) -> None:
         """Start the process and wait until it is ready; raises RuntimeError when it does not get there."""
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
-        parent_conn, child_conn = self._mp.Pipe(duplex=True)
-        self._conn = parent_conn
-        process = self._mp.Process(
-            target=worker_main, args=(child_conn, self._options), name="scenariokit-worker", daemon=True
-        )
-        self._process = process
-        starting = asyncio.ensure_future(asyncio.to_thread(_start_without_main, process))
+        launch = self._launch
+        user = 65534 if launch.kind == "bubblewrap" and _is_root() else None
+        self.run_dir = await asyncio.to_thread(make_run_dir, launch.pool_dir, user)
+        parent_end, child_end = socket.socketpair()
         try:
-            await asyncio.shield(starting)
-        except asyncio.CancelledError:
-            await starting  # let the start finish, so the kill finds the process
+            command = worker_command(
+                launch.kind,
+                self.run_dir,
+                launch.config,
+                launch.options.browser.executable,
+                child_end.fileno(),
+            )
+            self.inner_dir = command.inner_dir
+            # Started from the loop's thread: bubblewrap's --die-with-parent follows the starting thread.
+            self._process = subprocess.Popen(  # noqa: ASYNC220 (see the comment above)
+                command.argv,
+                env=command.env,
+                pass_fds=(child_end.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                process_group=0,  # its own group: a terminal's Ctrl-C never reaches it
+                cwd=self.run_dir,
+            )
+        except BaseException:
+            parent_end.close()
             self.kill()
             raise
-        child_conn.close()  # only the child holds its end now: its death closes the pipe for us
+        finally:
+            child_end.close()
+        self._bubblewrap = command.bubblewrap
+        self._conn = Connection(parent_end.detach())
+        self._conn.send(launch.options)
 
         def deliver(report: Report | WorkerGone) -> None:
             if isinstance(report, WorkerReady):
@@ -108,6 +166,13 @@ class WorkerHandle:
             on_report(self, report)
 
         threading.Thread(target=self._read, args=(loop, deliver), name="worker-pipe", daemon=True).start()
+        for name, stream in (("stdout", self._process.stdout), ("stderr", self._process.stderr)):
+            threading.Thread(
+                target=self._read_output,
+                args=(loop, name, stream, on_output),
+                name=f"worker-{name}",
+                daemon=True,
+            ).start()
         try:
             await asyncio.wait_for(ready, READY_TIMEOUT_SECONDS)
         except BaseException as exc:
@@ -120,14 +185,15 @@ class WorkerHandle:
 
     def _read(self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Report | WorkerGone], None]) -> None:
         """Pipe reader thread."""
+        assert self._conn is not None
         while True:
             report: Report | WorkerGone
             try:
-                report = self._conn.recv()
+                report = decode_report(self._conn.recv_bytes(MAX_REPORT_BYTES))
             except (EOFError, OSError):
                 report = WorkerGone(self._wait_for_exit())
-            except Exception:  # a report that cannot be unpickled: say so, keep reading
-                logger.exception("unreadable report from worker %s", self.pid)
+            except UnreadableReport as exc:  # not ours to act on: say so, keep reading
+                logger.warning("unreadable report from worker %s: %s", self.pid, exc)
                 continue
             try:
                 loop.call_soon_threadsafe(deliver, report)
@@ -136,9 +202,29 @@ class WorkerHandle:
             if isinstance(report, WorkerGone):
                 return
 
+    def _read_output(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        name: Stream,
+        stream: IO[bytes] | None,
+        on_output: Callable[[WorkerHandle, Stream, str], None],
+    ) -> None:
+        """Output reader thread: each line the worker writes goes to the pool (and on to the run log)."""
+        if stream is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            while line := stream.readline(MAX_OUTPUT_LINE):
+                text = line.decode("utf-8", "replace").rstrip("\n")
+                try:
+                    loop.call_soon_threadsafe(on_output, self, name, text)
+                except RuntimeError:
+                    break
+        with contextlib.suppress(OSError):
+            stream.close()
+
     async def send(self, command: Command) -> bool:
         """Send a command; False when the worker is gone."""
-        if self.gone:
+        if self.gone or self._conn is None:
             return False
         async with self._send_lock:
             try:
@@ -149,75 +235,41 @@ class WorkerHandle:
 
     def _wait_for_exit(self) -> int | None:
         """The exit code of a worker whose pipe closed (blocking: the reader thread calls it)."""
-        with contextlib.suppress(OSError):
-            self._conn.close()
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.close()
         if self._process is None:
             return None
-        self._process.join(timeout=5.0)
-        return self._process.exitcode
+        try:
+            code = self._process.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            return None
+        if self._bubblewrap and code > 128:  # bubblewrap reports a child's signal n as 128 + n
+            return 128 - code
+        return code
 
     async def shutdown(self, grace: float) -> None:
         """Ask the worker to close its browsers and exit; kill whatever is left after ``grace`` seconds."""
-        process = self._started_process()
+        process = self._process
         if process is not None and await self.send(Shutdown()):
-            await asyncio.to_thread(process.join, grace)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                await asyncio.to_thread(process.wait, grace)
         await asyncio.to_thread(self.kill)
 
-    def _started_process(self) -> SpawnProcess | None:
-        """The process, once started (a start interrupted by a signal may leave it unstarted)."""
-        return self._process if self._process is not None and self._process.pid is not None else None
-
     def kill(self) -> None:
-        """Kill the worker, its Playwright driver and every browser it started. Idempotent; blocking."""
+        """Kill the worker and everything it started, and remove its directory. Idempotent; blocking."""
         self.gone = True
-        process = self._started_process()
-        if process is None or process.pid is None:
-            return
-        kill_process_tree(process.pid)
-        process.join(timeout=5.0)
+        with self._killed:
+            process = self._process
+            if process is not None:
+                kill_process_tree(process.pid)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=5.0)
+            if self.run_dir is not None:
+                remove_dir(self.run_dir)
 
 
-_MAIN_LOCK = threading.Lock()
+def _is_root() -> bool:
+    import os
 
-
-@contextlib.contextmanager
-def sigint_blocked() -> Iterator[None]:
-    """Block SIGINT in this thread, so a process started here begins life with SIGINT blocked.
-
-    The mask survives fork and exec. A terminal's Ctrl-C reaches the whole process group, and a worker
-    still importing Python would die of it with a traceback of its own before it can leave the group;
-    blocked, the signal waits until :func:`~scenariokit.runner.worker.worker_main` has left the group
-    and drops it. (``multiprocessing.resource_tracker`` starts its process the same way.)
-    """
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    # Starting the resource tracker unblocks SIGINT in the calling thread when it is done: start it first.
-    resource_tracker.ensure_running()
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def _start_without_main(process: multiprocessing.process.BaseProcess) -> None:
-    """Start a spawned worker without making it import the caller's ``__main__`` module.
-
-    ``spawn`` re-imports the main script in the child so that targets defined there can be found.
-    A worker needs nothing from it (its target lives in :mod:`scenariokit.runner.worker`), and
-    re-importing a user's script without an ``if __name__ == "__main__":`` guard would run the
-    script again in every worker. Hiding the main module's file and spec while the child's
-    preparation data is taken prevents that.
-    """
-    main = sys.modules.get("__main__")
-    with _MAIN_LOCK:
-        saved = {name: getattr(main, name) for name in ("__file__", "__spec__") if hasattr(main, name)}
-        try:
-            for name in saved:
-                setattr(main, name, None) if name == "__spec__" else delattr(main, name)
-            with sigint_blocked():
-                process.start()
-        finally:
-            for name, value in saved.items():
-                setattr(main, name, value)
+    return os.geteuid() == 0

@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from aiohttp import web
 
+from scenariokit.settings import Settings
 from scenariokit_server import keys, schemas
 from scenariokit_server.openapi import operation
 
@@ -36,6 +37,15 @@ def browser_status() -> str:
     return discover()
 
 
+def sandbox_kind(app: web.Application, settings: Settings) -> str:
+    """``"bubblewrap"`` or ``"none"``: what confines the workers (docs/security.md)."""
+    from scenariokit.runner.sandbox import sandbox_status
+
+    scheduler = app.get(keys.SCHEDULER)
+    started = getattr(getattr(scheduler, "pool", None), "sandbox_kind", None)
+    return started or sandbox_status(settings.sandbox)
+
+
 @operation(
     "health",
     "Liveness of the service, its database and the browser",
@@ -58,5 +68,6 @@ async def health(request: web.Request) -> web.Response:
         "version": service_version(),
         "database": database,
         "browser": browser_status(),
+        "sandbox": sandbox_kind(request.app, keys.settings(request.app)),
     }
     return web.json_response(body, status=200 if database == "ok" else 503)

@@ -1,0 +1,445 @@
+"""How a worker process is started so that step code cannot reach the service (docs/security.md).
+
+Every worker gets a minimal environment (no ``SCENARIOKIT_*`` variable, no database URL, no key), a
+private directory that is its working directory, ``HOME`` and ``TMPDIR`` (Chromium's profile lands
+there) and that is removed once the worker is gone, and per-run resource limits. With bubblewrap it
+also gets its own PID namespace, a read-only view of the machine with the store's files and the
+server's working directory hidden, a private ``/tmp``, and (when the service runs as root) the real
+unprivileged user ``nobody``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Literal, cast
+
+import attrs
+
+from scenariokit.domain.errors import ScenarioKitError
+
+SandboxMode = Literal["auto", "bubblewrap", "off"]
+SandboxKind = Literal["bubblewrap", "none"]
+SANDBOX_MODES: tuple[SandboxMode, ...] = ("auto", "bubblewrap", "off")
+SANDBOX_ENV = "SCENARIOKIT_SANDBOX"
+MEMORY_ENV = "SCENARIOKIT_RUN_MEMORY_MB"
+DEFAULT_MEMORY_MB = 2048
+
+#: the unprivileged user a worker runs as when the service runs as root (``nobody`` on Debian)
+UNPRIVILEGED_ID = 65534
+#: where the worker's private directory appears inside the bubblewrap sandbox
+SANDBOX_RUN_DIR = "/tmp/scenariokit-run"
+#: variables a worker keeps from the service's environment (exact names, or prefixes ending in ``*``)
+KEPT_VARIABLES = (
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TZ",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "PLAYWRIGHT_BROWSERS_PATH",
+    "DISPLAY",
+    "XAUTHORITY",
+    "WAYLAND_DISPLAY",
+)
+POOL_DIR_PREFIX = "scenariokit-pool-"
+X11_SOCKETS = "/tmp/.X11-unix"
+
+
+class SandboxUnavailable(ScenarioKitError):
+    """``SCENARIOKIT_SANDBOX=bubblewrap`` on a machine where bubblewrap cannot start a worker."""
+
+
+def parse_sandbox_mode(raw: str) -> SandboxMode:
+    """A ``SCENARIOKIT_SANDBOX`` value; ValueError naming the allowed ones."""
+    if raw not in SANDBOX_MODES:
+        raise ValueError(f"must be one of {', '.join(SANDBOX_MODES)}")
+    return cast(SandboxMode, raw)
+
+
+@attrs.frozen
+class ResourceLimits:
+    """Per-run limits set in the worker right before step code runs (``setrlimit``).
+
+    ``memory_mb`` bounds how much the worker's address space may grow during the run (``RLIMIT_AS``
+    on top of what it holds when the run starts), so it covers the step code's own allocations and
+    every process it starts; Chromium and the Playwright driver were started before and keep their
+    own (unbounded) limits. ``processes`` is ``RLIMIT_NPROC`` on top of the tasks the worker's user
+    already has; it binds only an unprivileged user (the kernel exempts root).
+    """
+
+    memory_mb: int = DEFAULT_MEMORY_MB
+    processes: int = 512
+    file_size_mb: int = 1024
+    open_files: int = 1024
+
+
+@attrs.frozen
+class SandboxConfig:
+    """How workers are confined: the mode asked for, the limits, and what must stay hidden."""
+
+    mode: SandboxMode = "auto"
+    limits: ResourceLimits = attrs.field(factory=ResourceLimits)
+    #: files and folders of the service (database, key, artifacts) hidden from the worker
+    hidden: tuple[Path, ...] = ()
+    #: extra environment variables a worker keeps (``SCENARIOKIT_*`` never pass)
+    pass_env: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] = os.environ, *, hidden: Iterable[Path] = (), **fields: object
+    ) -> SandboxConfig:
+        """``SCENARIOKIT_SANDBOX`` and ``SCENARIOKIT_RUN_MEMORY_MB`` from the environment."""
+        mode = parse_sandbox_mode((environ.get(SANDBOX_ENV) or "auto").strip())
+        memory = (environ.get(MEMORY_ENV) or "").strip()
+        limits = ResourceLimits(memory_mb=parse_memory_mb(memory)) if memory else ResourceLimits()
+        return cls(mode=mode, limits=limits, hidden=tuple(hidden), **fields)  # type: ignore[arg-type]
+
+
+def parse_memory_mb(raw: str) -> int:
+    """A ``SCENARIOKIT_RUN_MEMORY_MB`` value: a whole number of MiB, at least 64."""
+    if not raw.isdigit() or int(raw) < 64:
+        raise ValueError("must be a whole number of MiB, at least 64")
+    return int(raw)
+
+
+def store_paths(database_url: str | None, artifacts_dir: Path | None) -> tuple[Path, ...]:
+    """What a worker must not see of a store: a SQLite file's folder (the key lives beside it), artifacts."""
+    from scenariokit.adapters.sqlalchemy import sqlite_path
+
+    hidden = []
+    path = sqlite_path(database_url) if database_url else None
+    if path is not None:
+        hidden.append(path.resolve().parent)
+    if artifacts_dir is not None:
+        hidden.append(Path(artifacts_dir).resolve())
+    return tuple(hidden)
+
+
+# --- bubblewrap ------------------------------------------------------------------------------------
+
+
+def bubblewrap_path() -> str | None:
+    """The ``bwrap`` executable on ``PATH``, if any."""
+    return shutil.which("bwrap")
+
+
+@cache
+def bubblewrap_works() -> bool:
+    """Whether bubblewrap starts a process here with the flags workers use (probed once)."""
+    bwrap = bubblewrap_path()
+    if bwrap is None or not sys.platform.startswith("linux"):
+        return False
+    argv = [bwrap, *_base_flags(), "--", "/bin/sh", "-c", "exit 0"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=20, env={"PATH": os.defpath})
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def resolve_sandbox(mode: SandboxMode) -> SandboxKind:
+    """What ``mode`` gives here; :class:`SandboxUnavailable` when bubblewrap is required and absent."""
+    if mode == "off":
+        return "none"
+    if bubblewrap_works():
+        return "bubblewrap"
+    if mode == "bubblewrap":
+        found = bubblewrap_path()
+        why = f"{found} cannot start a sandbox here" if found else "bwrap is not installed"
+        raise SandboxUnavailable(
+            f"{SANDBOX_ENV}=bubblewrap but {why}: install the bubblewrap package (apt-get install "
+            f"bubblewrap), or set {SANDBOX_ENV}=auto or off"
+        )
+    return "none"
+
+
+def sandbox_status(mode: SandboxMode) -> SandboxKind:
+    """``"bubblewrap"`` or ``"none"`` (for ``/health`` and the start-up line); never raises."""
+    try:
+        return resolve_sandbox(mode)
+    except SandboxUnavailable:
+        return "none"
+
+
+def _base_flags() -> list[str]:
+    return [
+        "--ro-bind", "/", "/",
+        "--dev", "/dev",
+        "--proc", "/proc",
+        "--perms", "01777", "--tmpfs", "/tmp",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--die-with-parent",
+    ]  # fmt: skip
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _existing(paths: Iterable[str | Path]) -> list[Path]:
+    found = []
+    for raw in paths:
+        if not raw:
+            continue
+        with contextlib.suppress(OSError):
+            path = Path(raw).resolve()
+            if path.exists():
+                found.append(path)
+    return found
+
+
+def needed_paths(browser_executable: str | None) -> list[Path]:
+    """What the worker must read: the interpreter, the import path, the browser's folder."""
+    import scenariokit
+
+    interpreter: list[str | Path] = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        Path(sys.executable).parent,
+    ]
+    package = Path(scenariokit.__file__).resolve().parent.parent
+    browser = [Path(browser_executable).resolve().parent] if browser_executable else []
+    return _existing([*interpreter, Path(sys.executable).resolve().parent, *sys.path, package, *browser])
+
+
+def hidden_folders(hidden: Sequence[Path]) -> list[Path]:
+    """The folders the sandbox covers: the given ones, the server's working directory, root's home."""
+    folders = [*(Path(p) for p in hidden), Path.cwd().resolve(), Path.home().resolve()]
+    if os.geteuid() == 0:
+        folders.append(Path("/root"))
+    unique: list[Path] = []
+    for folder in folders:
+        if folder != Path("/") and folder not in unique:
+            unique.append(folder)
+    return unique
+
+
+def bubblewrap_argv(run_dir: Path, hidden: Sequence[Path], needed: Sequence[Path]) -> list[str]:
+    """The ``bwrap`` command line for one worker (the Python command follows ``--``).
+
+    Hidden folders become empty ``tmpfs`` mounts; whatever the worker needs inside them (the
+    interpreter under ``/root/.pyenv``, the source folder under the server's working directory) is
+    bound back read-only; the private run directory is the one writable place that outlives ``/tmp``.
+    """
+    bwrap = bubblewrap_path()
+    if bwrap is None:
+        raise SandboxUnavailable("bwrap is not installed")
+    argv = [bwrap, *_base_flags()]
+    folders = [f for f in hidden_folders(hidden) if f.is_dir()]
+    for folder in sorted(folders, key=lambda p: len(p.parts)):
+        argv += ["--perms", "0755", "--tmpfs", str(folder)]
+    made: set[Path] = set()
+    bound: list[Path] = []
+    for path in sorted(set(needed), key=lambda p: len(p.parts)):
+        covering = [folder for folder in folders if _under(path, folder)]
+        if not covering or any(_under(folder, path) for folder in folders):
+            continue
+        if any(_under(path, done) for done in bound):
+            continue
+        top = max(covering, key=lambda p: len(p.parts))
+        for ancestor in reversed(path.parents):  # bwrap would make them 0700: unreadable for the worker
+            if _under(ancestor, top) and ancestor != top and ancestor not in made:
+                argv += ["--perms", "0755", "--dir", str(ancestor)]
+                made.add(ancestor)
+        argv += ["--ro-bind", str(path), str(path)]
+        bound.append(path)
+    for file in (Path(p) for p in hidden):
+        if file.is_file():
+            argv += ["--ro-bind", "/dev/null", str(file)]
+    if os.environ.get("DISPLAY") and Path(X11_SOCKETS).is_dir():  # a headed run draws on the host's X server
+        argv += ["--ro-bind", X11_SOCKETS, X11_SOCKETS]
+    argv += ["--bind", str(run_dir), SANDBOX_RUN_DIR, "--chdir", SANDBOX_RUN_DIR]
+    return argv
+
+
+# --- the worker's process ----------------------------------------------------------------------------
+
+
+def _kept(name: str, extra: Iterable[str]) -> bool:
+    if name.startswith("SCENARIOKIT_"):
+        return False
+    for pattern in (*KEPT_VARIABLES, *extra):
+        if name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1])):
+            return True
+    return False
+
+
+def worker_environment(
+    home: str, *, environ: Mapping[str, str] = os.environ, extra: Iterable[str] = ()
+) -> dict[str, str]:
+    """The whole environment of a worker: a few harmless variables, and ``HOME``/``TMPDIR`` private."""
+    extra = tuple(extra)
+    env = {name: value for name, value in environ.items() if _kept(name, extra)}
+    env.setdefault("PATH", os.defpath)
+    env.setdefault("LANG", "C.UTF-8")
+    env["HOME"] = f"{home}/home"
+    env["TMPDIR"] = f"{home}/tmp"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+#: Runs in the new interpreter before anything else: the drop to the unprivileged user (argv[3], when
+#: given) comes before a single module is imported, then the parent's import path, then the worker.
+BOOTSTRAP = (
+    "import os,sys,json\n"
+    "if sys.argv[3]:os.setgroups([]);os.setgid(int(sys.argv[3]));os.setuid(int(sys.argv[3]))\n"
+    "sys.path[:]=json.loads(sys.argv[1])\n"
+    "from scenariokit.runner.worker import worker_entry;worker_entry(int(sys.argv[2]))"
+)
+
+
+@attrs.frozen
+class WorkerCommand:
+    """How to start one worker: argv, environment, where its private directory is on each side."""
+
+    argv: list[str]
+    env: dict[str, str]
+    run_dir: Path
+    #: the private directory as the worker sees it
+    inner_dir: str
+    #: whether the process started is bubblewrap (its exit code carries a signal as 128 + n)
+    bubblewrap: bool
+    #: the user the worker runs as (None: the service's own)
+    user: int | None
+
+
+def worker_command(
+    kind: SandboxKind, run_dir: Path, config: SandboxConfig, browser_executable: str | None, fd: int
+) -> WorkerCommand:
+    """The command that starts a worker in ``run_dir`` under the ``kind`` of sandbox, its pipe on ``fd``."""
+    path = [entry for entry in sys.path if entry and Path(entry).resolve() != Path.cwd().resolve()]
+    python = [sys.executable, "-I", "-c", BOOTSTRAP, json.dumps(path)]
+    as_root = os.geteuid() == 0
+    if kind == "bubblewrap":
+        needed = needed_paths(browser_executable)
+        argv = [*bubblewrap_argv(run_dir, config.hidden, needed), "--", *python]
+        inner = SANDBOX_RUN_DIR
+        user = UNPRIVILEGED_ID if as_root else None
+    else:
+        argv, inner, user = python, str(run_dir), None
+    env = worker_environment(inner, extra=config.pass_env)
+    argv += [str(fd), str(user) if user is not None else ""]
+    return WorkerCommand(
+        argv=argv, env=env, run_dir=run_dir, inner_dir=inner, bubblewrap=kind == "bubblewrap", user=user
+    )
+
+
+def make_run_dir(pool_dir: Path, user: int | None) -> Path:
+    """A private directory for a worker (``home/``, ``tmp/``, ``artifacts/`` inside), owned by ``user``."""
+    run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=pool_dir))
+    for sub in ("home", "tmp", "artifacts"):
+        (run_dir / sub).mkdir(mode=0o700)
+    if user is not None:
+        for path in (run_dir, run_dir / "home", run_dir / "tmp", run_dir / "artifacts"):
+            os.chown(path, user, user)
+    return run_dir
+
+
+def remove_dir(path: Path) -> None:
+    """Remove a worker's private directory, whatever its files' modes (blocking)."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+_POOL_DIR = re.compile(rf"^{POOL_DIR_PREFIX}(\d+)-")
+
+
+def make_pool_dir() -> Path:
+    """A folder for one pool's run directories; those of pools whose process died are removed first."""
+    base = Path(tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for entry in base.iterdir():
+            match = _POOL_DIR.match(entry.name)
+            if match and not _alive(int(match.group(1))):
+                remove_dir(entry)
+    folder = Path(tempfile.mkdtemp(prefix=f"{POOL_DIR_PREFIX}{os.getpid()}-", dir=base))
+    folder.chmod(0o711)  # an unprivileged worker must reach its own run directory inside
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --- inside the worker ----------------------------------------------------------------------------
+
+
+def _own_tasks() -> int:
+    """How many tasks (threads included) the current user has: what ``RLIMIT_NPROC`` counts."""
+    uid = os.getuid()
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if entry.stat().st_uid == uid:
+                count += len(os.listdir(entry / "task"))
+    return count
+
+
+def _address_space() -> int:
+    """The process's current virtual size in bytes."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def apply_limits(limits: ResourceLimits) -> None:
+    """Set the run's limits on this process (and so on every process step code starts)."""
+    mib = 1024 * 1024
+    _lower(resource.RLIMIT_AS, _address_space() + limits.memory_mb * mib)
+    _lower(resource.RLIMIT_FSIZE, limits.file_size_mb * mib)
+    _lower(resource.RLIMIT_NOFILE, limits.open_files)
+    if sys.platform.startswith("linux") and os.getuid() != 0:
+        _lower(resource.RLIMIT_NPROC, _own_tasks() + limits.processes)
+
+
+def _lower(which: int, value: int) -> None:
+    _, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(which, (value, value))
+
+
+def describe_limit(exc: BaseException, limits: ResourceLimits) -> str | None:
+    """The limit an exception comes from, in words, or None when it is not a limit's."""
+    if isinstance(exc, MemoryError):
+        return f"the run's memory limit of {limits.memory_mb} MiB ({MEMORY_ENV}) was reached"
+    if isinstance(exc, OSError):
+        if exc.errno == errno.EFBIG:
+            return f"the run's file size limit of {limits.file_size_mb} MiB per file was reached"
+        if exc.errno == errno.EMFILE:
+            return f"the run's open files limit of {limits.open_files} was reached"
+        if exc.errno == errno.EAGAIN and isinstance(exc, BlockingIOError | PermissionError | OSError):
+            return f"the run's process limit ({limits.processes} more processes) was reached"
+    if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
+        return f"the run's process limit ({limits.processes} more processes) was reached"
+    return None

@@ -1,0 +1,321 @@
+"""Step code as an attacker writes it, run through the real scheduler, worker processes and Chromium.
+
+Each attack is a step that logs what it saw (``ATTACK name: ...``) and swallows its own errors, so one
+run carries many attacks. With bubblewrap every attack sees nothing of the service. Without it (``off``)
+the environment scrub, the private directories, one run per worker, masking and the limits still hold;
+what only the sandbox stops (the store's files, other processes, the file system) is asserted with it.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import glob
+import json
+import os
+import textwrap
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+import pytest
+from security_support import SECRET, UNLINKED_SECRET, VICTIM_SECRET, Hostile
+
+from scenariokit.domain.model import RunErrorKind, RunStatus
+
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
+
+
+def attack(name: str, body: str) -> str:
+    """A step running ``body`` (which sets ``seen``) and logging what it saw or why it was stopped."""
+    return (
+        "try:\n"
+        + textwrap.indent(textwrap.dedent(body).strip(), "    ")
+        + "\nexcept BaseException as exc:\n"
+        + "    seen = 'blocked: ' + type(exc).__name__ + ': ' + str(exc)\n"
+        + f"print('ATTACK {name}:', repr(seen))\n"
+    )
+
+
+def seen(result: Any) -> dict[str, Any]:
+    """What each attack logged, by name (its value as the step printed it)."""
+    found = {}
+    for line in result.logs.items:
+        if line.message.startswith("ATTACK "):
+            name, _, value = line.message[len("ATTACK ") :].partition(": ")
+            try:
+                found[name] = ast.literal_eval(value)
+            except (ValueError, SyntaxError):  # masked output need not be a literal any more
+                found[name] = value
+    return found
+
+
+def blocked(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("blocked: ")
+
+
+def every_text(result: Any) -> str:
+    """The run log, the step errors and the run error: everything a run shows."""
+    run = result.run
+    parts = [line.message for line in result.logs.items]
+    parts += [step.error or "" for step in run.step_results]
+    parts.append(run.error.message if run.error else "")
+    return "\n".join(parts)
+
+
+def encodings(secret: str) -> list[str]:
+    """The forms of a secret the contract names, computed here independently of the masker."""
+    return [
+        secret,
+        quote(secret),
+        quote(secret, safe=""),
+        quote_plus(secret),
+        json.dumps(secret)[1:-1],
+        repr(secret)[1:-1],
+        base64.b64encode(secret.encode()).decode(),
+        secret[: len(secret) // 2 + 1],  # a split line shows no part long enough to read
+        secret[len(secret) // 2 - 1 :],
+    ]
+
+
+def exists(path: Path) -> bool:
+    return path.exists()
+
+
+def remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+def assert_nothing_leaked(text: str, *secrets: str) -> None:
+    for secret in secrets:
+        for form in encodings(secret):
+            assert form not in text, f"{form!r} leaked"
+
+
+# --- what the service holds -------------------------------------------------------------------------
+
+SNOOPING = [
+    attack("database", "seen = open(helpers.env['db'], 'rb').read(64)"),
+    attack("key file", "seen = open(helpers.env['key']).read()"),
+    attack("store folder", "import os\nseen = sorted(os.listdir(helpers.env['folder']))"),
+    attack("server cwd", "import os\nseen = sorted(os.listdir(helpers.env['cwd']))"),
+    attack(
+        "pid 1 environ",
+        "data = open('/proc/1/environ', 'rb').read().decode('latin-1')\n"
+        "seen = sorted(v.split('=')[0] for v in data.split('\\0') if v)",
+    ),
+    attack(
+        "parent environ",
+        "import os\ndata = open(f'/proc/{os.getppid()}/environ', 'rb').read().decode('latin-1')\n"
+        "seen = sorted(v.split('=')[0] for v in data.split('\\0') if v)",
+    ),
+    attack(
+        "parent cmdline",
+        "import os\nseen = open(f'/proc/{os.getppid()}/cmdline', 'rb').read().decode('latin-1')",
+    ),
+    attack(
+        "every process",
+        "import os\nseen = []\n"
+        "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "    try:\n"
+        "        data = open(f'/proc/{pid}/environ', 'rb').read()\n"
+        "    except OSError:\n"
+        "        continue\n"
+        "    if b'SCENARIOKIT_' in data:\n"
+        "        seen.append(pid)",
+    ),
+    attack("os.environ", "import os\nseen = sorted(os.environ)"),
+    attack("pool folders", "import glob\nseen = glob.glob('/tmp/scenariokit-pool-*/*')"),
+    attack("user", "import os\nseen = os.getuid()"),
+]
+
+FORGING = [
+    # a report the scheduler would run code from, were it a plain pickle: it must not even be decoded
+    attack(
+        "forged report",
+        "import gc\nfrom multiprocessing.connection import Connection\n"
+        "payload = b\"cos\\nsystem\\n(S'touch /tmp/scenariokit-pwned-\" + helpers.env['mark'].encode()"
+        ' + b"\'\\ntR."\n'
+        "pipes = [o for o in gc.get_objects() if isinstance(o, Connection)]\n"
+        "for pipe in pipes:\n"
+        "    pipe.send_bytes(payload)\n"
+        "seen = len(pipes)",
+    ),
+]
+
+WRITING = [
+    attack(
+        "write artifacts",
+        "import os\nos.makedirs(helpers.env['artifacts'], exist_ok=True)\n"
+        "open(os.path.join(helpers.env['artifacts'], 'planted'), 'w').write('x')\nseen = 'written'",
+    ),
+    attack(
+        "write store folder",
+        "import os\nopen(os.path.join(helpers.env['folder'], 'planted'), 'w').write('x')\nseen = 'written'",
+    ),
+    attack(
+        "write host tmp",
+        "open('/tmp/scenariokit-planted-' + helpers.env['mark'], 'w').write('x')\nseen = 'written'",
+    ),
+    attack("write own dir", "open('own-file', 'w').write('mine')\nseen = 'written'"),
+]
+
+LEAKING = [
+    "from urllib.parse import quote, quote_plus\nimport base64, json\n"
+    "s = helpers.credentials['admin'].secret\n"
+    "print('plain', s)\nprint('quote', quote(s), quote(s, safe=''))\nprint('quote_plus', quote_plus(s))\n"
+    "print('json', json.dumps({'pw': s}))\nprint('repr', repr(s))\n"
+    "print('b64', base64.b64encode(s.encode()).decode())\n"
+    "print('basic', base64.b64encode(('alice:' + s).encode()).decode())\n"
+    "print('split', s[:10])\nprint(s[10:], 'end of split')\n"
+    "log(f'log {s!r}', 'warning')",
+    "import os, sys\ns = helpers.credentials['admin'].secret\n"
+    "sys.stdout.write('stdout ' + s + '\\n'); sys.stdout.flush()\n"
+    "sys.stderr.write('stderr ' + s + '\\n'); sys.stderr.flush()\n"
+    "os.write(1, ('fd1 ' + s + '\\n').encode())\nos.write(2, ('fd2 ' + s + '\\n').encode())\n"
+    "print('to stderr', s, file=sys.stderr)",
+    # an ordinary failure: the URL in Playwright's message carries the secret URL-encoded
+    "await page.goto('http://127.0.0.1:9/login?pw=' + helpers.credentials['admin'].secret, timeout=5000)",
+]
+
+
+async def test_hostile_steps_see_nothing_of_the_service_and_leak_nothing(
+    hostile: Hostile, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    caplog.set_level("DEBUG", logger="scenariokit")
+    result = await hostile.run(
+        "hostile", *SNOOPING, *FORGING, *WRITING, *LEAKING, credential=hostile.credential_id
+    )
+
+    found = seen(result)
+    text = every_text(result)
+    sandboxed = hostile.mode == "bubblewrap"
+    # the run failed where it should: the last step's goto, with its message masked
+    assert result.run.status is RunStatus.FAIL
+    assert result.run.error is not None and result.run.error.kind is RunErrorKind.ERROR
+    assert (
+        result.run.error.message
+        and "net::ERR_" in result.run.error.message
+        and "pw=***" in result.run.error.message
+    )
+    # never, sandbox or not: the service's environment, the secret key, another tenant's secret
+    names = found["os.environ"]
+    assert not [name for name in names if name.startswith("SCENARIOKIT_")], names
+    assert set(names) <= {"HOME", "LANG", "PATH", "PWD", "TMPDIR", "PYTHONDONTWRITEBYTECODE",
+                          "PYTHONUNBUFFERED", "LC_ALL", "LC_CTYPE", "TZ"}  # fmt: skip
+    assert found["write own dir"] == "written"
+    assert found["forged report"] >= 1, "the step found its pipe to the scheduler"
+    assert not exists(Path(f"/tmp/scenariokit-pwned-{hostile.mark}")), "the scheduler ran a forged pickle"
+    assert "a report may not hold os.system" in caplog.text
+    assert_nothing_leaked(text, SECRET, UNLINKED_SECRET, "service-token-that-must-not-leak")
+    for line in ("plain ***", "stdout ***", "stderr ***", "fd1 ***", "fd2 ***", "quote_plus ***"):
+        assert line in text, line
+    assert 'json {"pw": "***"}' in text and "basic YWxpY2U6***" in text
+    # nothing of it in the server's own log or output
+    out, err = capfd.readouterr()
+    for where in (caplog.text, out, err):
+        assert_nothing_leaked(where, SECRET, UNLINKED_SECRET, hostile.key_text)
+    planted = Path(f"/tmp/scenariokit-planted-{hostile.mark}")
+    if not sandboxed:
+        remove(planted)
+        return
+    for name in ("database", "key file"):
+        assert blocked(found[name]), (name, found[name])
+    assert_nothing_leaked(text, hostile.key_text)
+    if sandboxed:
+        assert found["store folder"] == [] or blocked(found["store folder"])
+        assert "pyproject.toml" not in found["server cwd"]
+        for name in ("pid 1 environ", "parent environ"):
+            assert not [n for n in found[name] if n.startswith("SCENARIOKIT_")], found[name]
+        assert found["every process"] == []
+        assert found["pool folders"] == []
+        assert found["user"] == (65534 if os.geteuid() == 0 else os.geteuid())
+        # writes into hidden folders land in the sandbox's own empty mounts, never on the host
+        assert not list(hostile.folder.glob("planted")) and not list(hostile.artifacts.glob("planted"))
+        assert not exists(planted), "the worker's /tmp is its own"
+
+
+async def test_a_run_that_patches_the_masker_cannot_unmask_itself_or_a_later_run(
+    hostile: Hostile, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG", logger="scenariokit")
+    patcher = await hostile.run(
+        "patch the masker",
+        "import scenariokit.runner.stepcode as stepcode, scenariokit.runner.masking as masking\n"
+        "import scenariokit.runner.protocol as protocol, scenariokit.runner.worker as worker\n"
+        "stepcode.mask_secrets = masking.mask_text = lambda text, secrets: text\n"
+        "protocol.mask_event = worker.mask_event = lambda event, secrets: event\n"
+        "import os\nopen('note.txt', 'w').write('left for the next run')\n"
+        "print('cwd', os.getcwd())\nprint('mine', helpers.credentials['admin'].secret)",
+        credential=hostile.credential_id,
+    )
+    victim = await hostile.run(
+        "victim",
+        attack("previous run file", "import os\nseen = os.path.exists('note.txt')"),
+        "print('victim', helpers.credentials['admin'].secret)",
+        credential=hostile.victim_credential_id,
+    )
+
+    assert patcher.run.status is RunStatus.PASS and victim.run.status is RunStatus.PASS
+    assert "mine ***" in every_text(patcher) and "victim ***" in every_text(victim)
+    assert_nothing_leaked(every_text(patcher), SECRET)
+    assert_nothing_leaked(every_text(victim), VICTIM_SECRET, SECRET)
+    assert_nothing_leaked(caplog.text, SECRET, VICTIM_SECRET)
+    assert seen(victim)["previous run file"] is False
+    cwd = next(line.message[4:] for line in patcher.logs.items if line.message.startswith("cwd "))
+    if hostile.mode == "off":  # the same path inside every sandbox; outside, the directory is gone
+        assert not exists(Path(cwd))
+
+
+# --- limits -----------------------------------------------------------------------------------------
+
+BOMBS = {
+    "memory": ("data = bytearray(8 * 1024**3)", "memory limit of 2048 MiB"),
+    "file size": (
+        "with open('big', 'wb') as f:\n    for _ in range(160):\n        f.write(bytes(64 * 1024**2))",
+        "file size limit of 1024 MiB",
+    ),
+    "sparse file": (
+        "with open('sparse', 'wb') as f:\n    f.seek(10 * 1024**3)\n    f.write(b'x')",
+        "file size limit",
+    ),
+    "processes": (
+        "import os, time\nfor _ in range(100000):\n    if os.fork() == 0:\n        time.sleep(120)\n"
+        "        os._exit(0)",
+        "process limit",
+    ),
+}
+
+
+@pytest.mark.parametrize("bomb", list(BOMBS))
+async def test_a_bomb_fails_its_own_run_naming_the_limit_and_the_next_run_passes(
+    hostile: Hostile, bomb: str
+) -> None:
+    if bomb == "processes" and hostile.mode == "off" and os.geteuid() == 0:
+        pytest.skip("RLIMIT_NPROC does not bind root: without the sandbox the worker runs as root here")
+    code, limit = BOMBS[bomb]
+
+    result = await hostile.run(f"bomb {bomb}", "print('before')", code, "print('never')")
+
+    assert result.run.status is RunStatus.FAIL
+    assert result.run.error is not None and limit in result.run.error.message, result.run.error
+    assert [step.status.value for step in result.run.step_results] == ["pass", "fail", "skipped"]
+    after = await hostile.run("after the bomb", "await page.goto(helpers.getEnvUrl())\nprint('fine')")
+    assert after.run.status is RunStatus.PASS, after.run.error
+
+
+async def test_run_directories_are_removed_once_their_workers_are_gone(hostile: Hostile) -> None:
+    import asyncio
+
+    spinning = await hostile.run(
+        "killed at its limit", "open('left.txt', 'w').write('x')\nwhile True:\n    pass", step_timeout=2
+    )
+    assert spinning.run.error is not None and spinning.run.error.kind is RunErrorKind.TIMEOUT
+    pool_dirs = glob.glob(f"/tmp/scenariokit-pool-{os.getpid()}-*/run-*")
+    for _ in range(100):
+        pool_dirs = glob.glob(f"/tmp/scenariokit-pool-{os.getpid()}-*/run-*")
+        if len(pool_dirs) <= 1:  # the warm worker waiting for the next run
+            break
+        await asyncio.sleep(0.1)
+    assert len(pool_dirs) <= 1, pool_dirs
+    assert not glob.glob(f"/tmp/scenariokit-pool-{os.getpid()}-*/run-*/left.txt")
