@@ -39,13 +39,9 @@ from scenariokit.services import Services
 from scenariokit_server import keys
 from scenariokit_server.errors import domain_problem_body, status_of
 from scenariokit_server.mcp_tools import JSON, Answer, ScenarioKitTools
-from scenariokit_server.settings import Settings
 from scenariokit_server.views.health import service_version
 
 MCP_PATH = "/mcp"
-#: Bind addresses that listen on every interface: no Host header can be known in advance.
-WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 INSTRUCTIONS = """\
 scenariokit stores browser-automation test scenarios and runs them in real Chromium.
@@ -204,23 +200,9 @@ def build_mcp_server(tools: ScenarioKitTools) -> MCPServer:
     return server
 
 
-def transport_security(settings: Settings) -> TransportSecuritySettings:
-    """DNS-rebinding protection: the Host (and a browser's Origin) must name loopback or the configured host.
-
-    A wildcard bind cannot list its names; such a bind needs API tokens (see ``check_bind``), and the token
-    is what a rebinding page cannot supply.
-    """
-    if settings.host in WILDCARD_HOSTS:
-        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    configured = (
-        f"[{settings.host}]" if ":" in settings.host and not settings.host.startswith("[") else settings.host
-    )
-    names = list(dict.fromkeys((*LOOPBACK_NAMES, configured)))
-    hosts = [host for name in names for host in (name, f"{name}:*")]
-    origins = [f"{scheme}://{host}" for scheme in ("http", "https") for host in hosts]
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-    )
+#: The SDK's own Host/Origin checks stay off: the application's trust boundary
+#: (:mod:`scenariokit_server.boundary`) applies one rule to ``/mcp`` and ``/api/v1`` before either is reached.
+_BOUNDARY_CHECKED_BY_THE_APP = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
 def setup_mcp(app: web.Application) -> None:
@@ -238,7 +220,7 @@ def setup_mcp(app: web.Application) -> None:
         stateless_http=True,
         json_response=True,
         max_request_body_size=settings.max_body_bytes,
-        transport_security=transport_security(settings),
+        transport_security=_BOUNDARY_CHECKED_BY_THE_APP,
     )
     manager = server.session_manager
     handler = mcp_handler(manager.handle_request)
