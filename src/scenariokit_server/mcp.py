@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mutabl
 from typing import Any
 
 import anyio
+import pydantic
 from aiohttp import web
 from aiohttp_asgi.resource import (
     ASGIApplicationType,
@@ -29,15 +30,17 @@ from aiohttp_asgi.resource import (
     ASGIScopeType,
     ASGISendType,
 )
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 
 from scenariokit.domain.errors import ScenarioKitError
+from scenariokit.domain.json_values import json_fault
 from scenariokit.services import Services
 from scenariokit_server import keys
-from scenariokit_server.errors import domain_problem_body, status_of
+from scenariokit_server.errors import domain_problem_body, problem_body, status_of
 from scenariokit_server.mcp_tools import JSON, Answer, ScenarioKitTools
 from scenariokit_server.views.health import service_version
 
@@ -180,12 +183,39 @@ def _logging_left_alone() -> Iterator[None]:
             root.removeHandler(placeholder)
 
 
+def argument_problem(exc: pydantic.ValidationError) -> JSON:
+    """The 400 problem body of arguments the SDK's argument model refused, each field named as REST does."""
+    errors: dict[str, str] = {}
+    for error in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in error["loc"]) or "$"
+        errors.setdefault(where, "is required" if error["type"] == "missing" else error["msg"])
+    return problem_body(400, "invalid arguments", errors=errors)
+
+
+class ScenarioKitMCPServer(MCPServer):
+    """The SDK's server, with arguments judged as REST judges a body: the JSON rule, then problem bodies."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        fault = json_fault(arguments)
+        if fault is not None:
+            where, why = fault
+            return tool_error(problem_body(400, "invalid arguments", errors={where: why}))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, pydantic.ValidationError):
+                return tool_error(argument_problem(exc.__cause__))
+            raise
+
+
 def build_mcp_server(tools: ScenarioKitTools) -> MCPServer:
     """An MCP server named ``scenariokit`` offering ``tools``."""
     # No subscriptions/listen: a stateless endpoint has no stream to deliver them on, and nothing here
     # publishes events.
     with _logging_left_alone():
-        server: MCPServer = MCPServer(
+        server: MCPServer = ScenarioKitMCPServer(
             "scenariokit", version=service_version(), instructions=INSTRUCTIONS, subscriptions=False
         )
     for name, hints in TOOL_HINTS.items():
