@@ -278,7 +278,10 @@ RunInput = schema_of(
                     {"type": "string", "format": "uuid"},
                     {
                         "type": "object",
-                        "properties": {"id": {"type": "string", "format": "uuid"}, "name": {"type": "string"}},
+                        "properties": {
+                            "id": {"type": "string", "format": "uuid"},
+                            "name": {"type": "string"},
+                        },
                         "required": ["id"],
                         "additionalProperties": False,
                     },
