@@ -23,6 +23,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from scenariokit import inputs
 from scenariokit.domain import model
 from scenariokit.domain.errors import ValidationError
+from scenariokit.domain.json_values import check_json
 from scenariokit.domain.model import FieldError, FieldErrors, camel
 
 T = TypeVar("T")
@@ -250,6 +251,7 @@ def structure_input(converter: cattrs.Converter, data: Any, cls: type[T], *, wha
     bad = unstorable_path(cleaned)
     if bad is not None:
         raise ValidationError(f"invalid {label}: unstorable text", {bad or "$": UNSTORABLE_MESSAGE})
+    check_json(cleaned, what=label)
     try:
         return converter.structure(cleaned, cls)
     except (cattrs.BaseValidationError, FieldError, ValueError, TypeError, KeyError) as exc:

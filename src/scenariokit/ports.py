@@ -109,7 +109,7 @@ class SnippetRepository(Repository[Snippet, SnippetQuery]):
 
 
 class SessionRepository(Repository[Session, SessionQuery]):
-    """Saved browser sessions."""
+    """Saved browser sessions. Deleting one clears the link of every run that saved it (``sessionId``)."""
 
     @abc.abstractmethod
     async def close_open(self, before: datetime | None = None) -> int:

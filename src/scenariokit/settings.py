@@ -57,6 +57,19 @@ def _strings(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(values)
 
 
+#: The shortest API token accepted: a short token is one a rebinding or guessing client could find.
+MIN_TOKEN_LENGTH = 16
+
+
+def _long_tokens(_: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    short = sum(1 for token in value if len(token) < MIN_TOKEN_LENGTH)
+    if short:  # the message never shows a token
+        raise SettingsError(
+            f"SCENARIOKIT_API_TOKENS: {short} token(s) shorter than {MIN_TOKEN_LENGTH} characters; "
+            "use long random tokens, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
+
+
 def displayed_url(database_url: str) -> str:
     """A database URL fit to print or log: its password, if any, replaced by ``***``."""
     try:
@@ -79,8 +92,11 @@ class Settings:
     port: int = attrs.field(default=DEFAULT_PORT, validator=_port)
     database_url: str = attrs.field(default=DEFAULT_DATABASE_URL, repr=displayed_url)
     insecure: bool = False
-    api_tokens: tuple[str, ...] = attrs.field(default=(), converter=_strings, repr=False)
+    api_tokens: tuple[str, ...] = attrs.field(
+        default=(), converter=_strings, validator=_long_tokens, repr=False
+    )
     cors_origins: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    allowed_hosts: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     max_body_bytes: int = attrs.field(default=DEFAULT_MAX_BODY_BYTES, validator=_positive)
     secret_key: str | None = attrs.field(default=None, repr=False)
     artifacts_dir: Path = attrs.field(
@@ -189,6 +205,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "database_url": ("SCENARIOKIT_DATABASE_URL", str),
     "api_tokens": ("SCENARIOKIT_API_TOKENS", _names),
     "cors_origins": ("SCENARIOKIT_CORS_ORIGINS", _names),
+    "allowed_hosts": ("SCENARIOKIT_ALLOWED_HOSTS", _names),
     "max_body_bytes": ("SCENARIOKIT_MAX_BODY_BYTES", _positive_whole),
     "secret_key": ("SCENARIOKIT_SECRET_KEY", str),
     "artifacts_dir": ("SCENARIOKIT_ARTIFACTS_DIR", Path),

@@ -25,6 +25,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
 from scenariokit.domain.errors import TooLarge, ValidationError
+from scenariokit.domain.json_values import MAX_INT, MIN_INT, TOO_BIG
 from scenariokit.domain.model import Credential, Environment, Scenario, Snippet
 
 #: Largest YAML text accepted, in bytes of UTF-8 (the REST body limit).
@@ -288,6 +289,8 @@ class _Builder:
             raise refusal(at, line, f"not a valid {_tag_name(node.tag)} value") from None
         if isinstance(value, float) and not math.isfinite(value):
             raise refusal(at, line, "numbers must be finite (JSON has no NaN or infinity)")
+        if isinstance(value, int) and not isinstance(value, bool) and not MIN_INT <= value <= MAX_INT:
+            raise refusal(at, line, TOO_BIG)  # JSON's rule; a huge int could not even be printed
         return value
 
 

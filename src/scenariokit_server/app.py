@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import logging
 from collections.abc import AsyncIterator, Callable
 from functools import partial
@@ -13,10 +12,20 @@ import aiohttp_cors
 import attrs
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
+from aiohttp_cors.urldispatcher_router_adapter import ResourcesUrlDispatcherRouterAdapter
 
 from scenariokit.bootstrap import open_services, running_scheduler, stop_on_signals
 from scenariokit.services import Services
 from scenariokit_server import keys
+from scenariokit_server.boundary import (
+    OriginOptions,
+    OriginRule,
+    check_hosts,
+    is_loopback,
+    origin_rule,
+    server_options,
+    trust_boundary,
+)
 from scenariokit_server.errors import problem_middleware
 from scenariokit_server.mcp import setup_mcp
 from scenariokit_server.openapi import setup_openapi
@@ -51,7 +60,8 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
     with them, the caller owns their store.
     """
     app = web.Application(
-        middlewares=[problem_middleware, bearer_auth(settings.api_tokens)],
+        # The trust boundary runs before authentication: a request it refuses learns nothing more.
+        middlewares=[problem_middleware, trust_boundary(settings), bearer_auth(settings.api_tokens)],
         client_max_size=settings.max_body_bytes,
     )
     app[keys.SETTINGS] = settings
@@ -62,7 +72,7 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
     setup_openapi(app, settings, version=health.service_version())  # documents the routes added so far
     # After the lifecycles (MCP's session manager stops before the services close) and the REST docs.
     setup_mcp(app)
-    setup_cors(app, settings.cors_origins)  # covers every route added so far, /mcp included
+    setup_cors(app, origin_rule(settings))  # covers every route added so far, /mcp included
     return app
 
 
@@ -155,13 +165,13 @@ def setup_routes(app: web.Application) -> None:
         app.router.add_route(method, path, handler)
 
 
-def setup_cors(app: web.Application, origins: tuple[str, ...]) -> None:
-    """Allow cross-origin calls from ``origins`` (``*`` for any) on every route but the docs' files.
+def setup_cors(app: web.Application, origins: OriginRule) -> None:
+    """Allow cross-origin calls from the origins the rule allows on every route but the docs' files.
 
     Preflight is answered for every method of a route; ``Location`` is exposed so a frontend can follow
-    a create.
+    a create. The unsafe requests' Origin check (:mod:`scenariokit_server.boundary`) uses the same rule.
     """
-    if not origins:
+    if not origins.listed and not origins.loopback:
         return
     options = aiohttp_cors.ResourceOptions(
         allow_credentials=False,
@@ -170,7 +180,8 @@ def setup_cors(app: web.Application, origins: tuple[str, ...]) -> None:
         allow_methods="*",
         max_age=600,
     )
-    cors = aiohttp_cors.setup(app, defaults={origin: options for origin in origins})
+    adapter = ResourcesUrlDispatcherRouterAdapter(app.router, OriginOptions(origins, options))
+    cors = aiohttp_cors.CorsConfig(app, router_adapter=adapter)
     for route in list(app.router.routes()):
         if not isinstance(route.resource, web.StaticResource):
             cors.add(route)
@@ -207,23 +218,17 @@ def _token_matches(header: str, expected: list[bytes]) -> bool:
     return matched
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable only from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_bind(settings: Settings) -> None:
-    """Refuse to expose an unauthenticated API: a non-loopback host needs tokens or ``insecure``."""
+    """Refuse to expose an unauthenticated API: a non-loopback host needs tokens or ``insecure``.
+
+    A wildcard bind without tokens also needs the Host names it answers (``SCENARIOKIT_ALLOWED_HOSTS``).
+    """
     if not is_loopback(settings.host) and not settings.api_tokens and not settings.insecure:
         raise UnsafeBindError(
             f"refusing to serve on {settings.host!r} without authentication: set SCENARIOKIT_API_TOKENS, "
             "bind 127.0.0.1, or pass --insecure to allow anyone who can reach this address"
         )
+    check_hosts(settings)
 
 
 def run_server(settings: Settings) -> None:
@@ -239,7 +244,7 @@ def run_server(settings: Settings) -> None:
 
 async def _serve_until_stopped(settings: Settings) -> None:
     stop = stop_on_signals()
-    runner = web.AppRunner(create_app(settings), handle_signals=False)
+    runner = web.AppRunner(create_app(settings), handle_signals=False, **server_options())
     try:
         await runner.setup()
         if not stop.is_set():

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mutabl
 from typing import Any
 
 import anyio
+import pydantic
 from aiohttp import web
 from aiohttp_asgi.resource import (
     ASGIApplicationType,
@@ -29,23 +30,21 @@ from aiohttp_asgi.resource import (
     ASGIScopeType,
     ASGISendType,
 )
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 
 from scenariokit.domain.errors import ScenarioKitError
+from scenariokit.domain.json_values import json_fault
 from scenariokit.services import Services
 from scenariokit_server import keys
-from scenariokit_server.errors import domain_problem_body, status_of
+from scenariokit_server.errors import domain_problem_body, problem_body, status_of
 from scenariokit_server.mcp_tools import JSON, Answer, ScenarioKitTools
-from scenariokit_server.settings import Settings
 from scenariokit_server.views.health import service_version
 
 MCP_PATH = "/mcp"
-#: Bind addresses that listen on every interface: no Host header can be known in advance.
-WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 INSTRUCTIONS = """\
 scenariokit stores browser-automation test scenarios and runs them in real Chromium.
@@ -184,12 +183,39 @@ def _logging_left_alone() -> Iterator[None]:
             root.removeHandler(placeholder)
 
 
+def argument_problem(exc: pydantic.ValidationError) -> JSON:
+    """The 400 problem body of arguments the SDK's argument model refused, each field named as REST does."""
+    errors: dict[str, str] = {}
+    for error in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in error["loc"]) or "$"
+        errors.setdefault(where, "is required" if error["type"] == "missing" else error["msg"])
+    return problem_body(400, "invalid arguments", errors=errors)
+
+
+class ScenarioKitMCPServer(MCPServer):
+    """The SDK's server, with arguments judged as REST judges a body: the JSON rule, then problem bodies."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        fault = json_fault(arguments)
+        if fault is not None:
+            where, why = fault
+            return tool_error(problem_body(400, "invalid arguments", errors={where: why}))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, pydantic.ValidationError):
+                return tool_error(argument_problem(exc.__cause__))
+            raise
+
+
 def build_mcp_server(tools: ScenarioKitTools) -> MCPServer:
     """An MCP server named ``scenariokit`` offering ``tools``."""
     # No subscriptions/listen: a stateless endpoint has no stream to deliver them on, and nothing here
     # publishes events.
     with _logging_left_alone():
-        server: MCPServer = MCPServer(
+        server: MCPServer = ScenarioKitMCPServer(
             "scenariokit", version=service_version(), instructions=INSTRUCTIONS, subscriptions=False
         )
     for name, hints in TOOL_HINTS.items():
@@ -204,23 +230,9 @@ def build_mcp_server(tools: ScenarioKitTools) -> MCPServer:
     return server
 
 
-def transport_security(settings: Settings) -> TransportSecuritySettings:
-    """DNS-rebinding protection: the Host (and a browser's Origin) must name loopback or the configured host.
-
-    A wildcard bind cannot list its names; such a bind needs API tokens (see ``check_bind``), and the token
-    is what a rebinding page cannot supply.
-    """
-    if settings.host in WILDCARD_HOSTS:
-        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    configured = (
-        f"[{settings.host}]" if ":" in settings.host and not settings.host.startswith("[") else settings.host
-    )
-    names = list(dict.fromkeys((*LOOPBACK_NAMES, configured)))
-    hosts = [host for name in names for host in (name, f"{name}:*")]
-    origins = [f"{scheme}://{host}" for scheme in ("http", "https") for host in hosts]
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-    )
+#: The SDK's own Host/Origin checks stay off: the application's trust boundary
+#: (:mod:`scenariokit_server.boundary`) applies one rule to ``/mcp`` and ``/api/v1`` before either is reached.
+_BOUNDARY_CHECKED_BY_THE_APP = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
 def setup_mcp(app: web.Application) -> None:
@@ -238,7 +250,7 @@ def setup_mcp(app: web.Application) -> None:
         stateless_http=True,
         json_response=True,
         max_request_body_size=settings.max_body_bytes,
-        transport_security=transport_security(settings),
+        transport_security=_BOUNDARY_CHECKED_BY_THE_APP,
     )
     manager = server.session_manager
     handler = mcp_handler(manager.handle_request)

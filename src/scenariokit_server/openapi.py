@@ -70,7 +70,7 @@ def operation(
     response: SchemaLike | None = None,
     response_types: Sequence[str] = (JSON,),
     body: SchemaLike | None = None,
-    body_type: str = JSON,
+    body_types: Sequence[str] = (JSON,),
     params: Sequence[Mapping[str, Any]] = (),
     errors: Iterable[int] = (400,),
     other_responses: Mapping[int, SchemaLike] | None = None,
@@ -106,7 +106,8 @@ def operation(
     if description:
         kwargs["description"] = description
     if body is not None:
-        kwargs["requestBody"] = {"required": True, "content": {body_type: {"schema": body}}}
+        content = {media_type: {"schema": body} for media_type in body_types}
+        kwargs["requestBody"] = {"required": True, "content": content}
 
     def decorate(view: F) -> F:
         documented: F = docs(operationId=view.__name__, **kwargs)(view)

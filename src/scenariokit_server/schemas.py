@@ -272,7 +272,23 @@ RunInput = schema_of(
         "scenario_id": fields.UUID(
             data_key="scenarioId", metadata={"description": "required unless `scenario` is given"}
         ),
-        "scenario": fields.UUID(metadata={"description": "the same as `scenarioId`"}),
+        "scenario": fields.Raw(
+            metadata={
+                "description": "the same as `scenarioId`: the id, or the `{id, name}` object a run answers",
+                "oneOf": [
+                    {"type": "string", "format": "uuid"},
+                    {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string", "format": "uuid"},
+                            "name": {"type": "string"},
+                        },
+                        "required": ["id"],
+                        "additionalProperties": False,
+                    },
+                ],
+            }
+        ),
         "environment_id": fields.UUID(data_key="environmentId", required=True),
     },
 )

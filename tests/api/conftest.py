@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 from api_support import Client, ClientFactory, assert_problem
 
 from scenariokit.adapters.sqlalchemy import unique_schema
@@ -23,6 +24,7 @@ from scenariokit.ports import Store
 from scenariokit.services import RunSettings, Services
 from scenariokit.storage import open_store
 from scenariokit_server import Settings, create_app
+from scenariokit_server.boundary import server_options
 
 PG_URL = os.environ.get("SCENARIOKIT_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 SECRET_KEY = "api-test-secret-key"
@@ -86,7 +88,9 @@ def make_client(
         if app is None:
             app = create_app(Settings(**{**_fields(settings), **overrides}), services=services)
         app.on_response_prepare.append(_recorder(problems))
-        client: Client = await aiohttp_client(app)
+        server = TestServer(app)  # started here: aiohttp_client would drop the parser's options
+        await server.start_server(**server_options())
+        client: Client = await aiohttp_client(server)
         return client
 
     return start

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from aiohttp import web
 
 from scenariokit_server import Settings, create_app
+from scenariokit_server.boundary import server_options
 
 
 @contextmanager
@@ -20,7 +21,7 @@ def serve(settings: Settings) -> Iterator[str]:
     stopping: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
 
     async def main() -> None:
-        runner = web.AppRunner(create_app(settings), access_log=None)
+        runner = web.AppRunner(create_app(settings), access_log=None, **server_options())
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

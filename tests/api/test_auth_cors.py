@@ -10,7 +10,7 @@ from openapi_spec_validator import validate
 from scenariokit_server.app import check_bind, is_loopback
 from scenariokit_server.settings import Settings, UnsafeBindError
 
-TOKENS = ("first-token", "second-token")
+TOKENS = ("first-token-0123456789", "second-token-0123456789")
 
 
 @pytest.fixture
@@ -27,9 +27,9 @@ async def secured(make_client: ClientFactory) -> Client:
         "Bearer",
         "Bearer ",
         "Bearer wrong",
-        "Basic Zmlyc3QtdG9rZW4=",
-        "first-token",
-        "Bearer first-token2",
+        "Basic Zmlyc3QtdG9rZW4tMDEyMzQ1Njc4OQ==",
+        "first-token-0123456789",
+        "Bearer first-token-01234567892",
     ],
 )
 async def test_api_needs_a_valid_bearer_token(secured: Client, authorization: str | None) -> None:
@@ -52,7 +52,7 @@ async def test_unauthenticated_requests_learn_nothing_about_routes(secured: Clie
     await problem_of(await secured.delete(f"{API}/scenarios"), 401)
     await problem_of(await secured.post("/mcp", json={}), 401)
     await problem_of(await secured.get("/mcp/anything"), 401)
-    authorized = await secured.post("/mcp", json={}, headers={"Authorization": "Bearer first-token"})
+    authorized = await secured.post("/mcp", json={}, headers={"Authorization": f"Bearer {TOKENS[0]}"})
     assert authorized.status == 400  # past auth: the MCP endpoint itself refuses a body that is not JSON-RPC
 
 
@@ -159,6 +159,6 @@ def test_loopback_detection(host: str, loopback: bool) -> None:
 def test_non_loopback_bind_needs_tokens_or_insecure() -> None:
     with pytest.raises(UnsafeBindError, match="SCENARIOKIT_API_TOKENS"):
         check_bind(Settings(host="0.0.0.0"))
-    check_bind(Settings(host="0.0.0.0", api_tokens=("t",)))
-    check_bind(Settings(host="0.0.0.0", insecure=True))
+    check_bind(Settings(host="0.0.0.0", api_tokens=TOKENS))
+    check_bind(Settings(host="0.0.0.0", insecure=True, allowed_hosts=("scenariokit.internal",)))
     check_bind(Settings())

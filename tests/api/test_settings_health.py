@@ -38,7 +38,7 @@ def test_environment_variables_are_read() -> None:
     settings = Settings.from_env(
         {
             "SCENARIOKIT_DATABASE_URL": "sqlite:////data/sk/app.db",
-            "SCENARIOKIT_API_TOKENS": " one, two ,,",
+            "SCENARIOKIT_API_TOKENS": " one-0123456789abcdef, two-0123456789abcdef ,,",
             "SCENARIOKIT_CORS_ORIGINS": "http://a.example,*",
             "SCENARIOKIT_MAX_BODY_BYTES": "1024",
             "SCENARIOKIT_SECRET_KEY": "k",
@@ -48,7 +48,7 @@ def test_environment_variables_are_read() -> None:
             "SCENARIOKIT_SESSION_KEEPALIVE": "60",
         }
     )
-    assert settings.api_tokens == ("one", "two")
+    assert settings.api_tokens == ("one-0123456789abcdef", "two-0123456789abcdef")
     assert settings.cors_origins == ("http://a.example", "*")
     assert settings.artifacts_dir == Path("/data/sk/artifacts")  # beside the SQLite file
     assert (settings.max_body_bytes, settings.secret_key, settings.trace) == (1024, "k", "on-failure")

@@ -121,7 +121,14 @@ async def test_export_then_import_updates_in_place(client: Client, resource: str
 
 async def test_import_errors(make_client: ClientFactory) -> None:
     client = await make_client(max_body_bytes=256)
-    problem = await problem_of(await client.post(f"{API}/scenarios/import", data=b"name: [unclosed"), 400)
+    yaml = {"Content-Type": "application/yaml"}
+    problem = await problem_of(
+        await client.post(f"{API}/scenarios/import", data=b"name: [unclosed", headers=yaml), 400
+    )
     assert problem["detail"]
-    await problem_of(await client.post(f"{API}/snippets/import", data=b"kind: scenario\nname: x\n"), 400)
-    await problem_of(await client.post(f"{API}/scenarios/import", data=b"name: x\n" + b"#" * 512), 413)
+    await problem_of(
+        await client.post(f"{API}/snippets/import", data=b"kind: scenario\nname: x\n", headers=yaml), 400
+    )
+    await problem_of(
+        await client.post(f"{API}/scenarios/import", data=b"name: x\n" + b"#" * 512, headers=yaml), 413
+    )

@@ -24,6 +24,7 @@ from mcp_support import Served, ServerFactory
 from scenariokit.bootstrap import open_services, running_scheduler
 from scenariokit.runner.scheduler import Scheduler
 from scenariokit_server import Settings, create_app
+from scenariokit_server.boundary import server_options
 
 SECRET_KEY = "mcp-test-secret-key"
 HELLO_PAGE = "<!doctype html><html><head><title>Hello page</title></head><body><h1>Hello</h1></body></html>"
@@ -43,7 +44,7 @@ async def serving(database: Path, artifacts: Path, **overrides: Any) -> AsyncIte
     async with open_services(settings) as services:
         app = create_app(settings, services=services)
         assert "mcp" in app.router.named_resources(), "create_app mounts /mcp"
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, **server_options())
         await runner.setup()
         try:
             site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -14,7 +14,7 @@ TOKEN = "mcp-test-token-0123456789"
 @pytest.fixture
 async def guarded(start_server: ServerFactory) -> Served:
     """The app with two API tokens."""
-    return await start_server(api_tokens=("another-token", TOKEN))
+    return await start_server(api_tokens=("another-token-0123456789", TOKEN))
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token"])

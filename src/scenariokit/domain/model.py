@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 import attrs
 
+from scenariokit.domain.json_values import json_fault
+
 MAX_TIMEOUT_SECONDS = 3600
 DEFAULT_STEP_TIMEOUT_SECONDS = 30.0
 NAME_MAX = 200
@@ -169,6 +171,9 @@ def _unique_aliases(
 def json_object(_: Any, attribute: attrs.Attribute[Any], value: dict[str, Any]) -> None:
     if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
         raise FieldError(camel(attribute.name), "must be a JSON object")
+    fault = json_fault(value, camel(attribute.name))
+    if fault is not None:  # kept only if every later read can render it again
+        raise FieldError(*fault)
 
 
 def _sorted_steps(steps: Any) -> tuple[Step, ...]:

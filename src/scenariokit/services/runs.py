@@ -48,7 +48,7 @@ class RunService(ServiceBase):
     async def create(self, data: RunInput | Mapping[str, Any]) -> Run:
         """Queue a run of a scenario against an environment; it starts ``in_progress``."""
         if isinstance(data, Mapping) and "scenario" in data and "scenarioId" not in data:
-            data = {("scenarioId" if key == "scenario" else key): value for key, value in data.items()}
+            data = _scenario_given_as_reference(data)
         command = self.ctx.structure(data, RunInput, what="run")
         if command.environment_id is None:
             raise ValidationError("environmentId is required", {"environmentId": "is required"})
@@ -74,17 +74,19 @@ class RunService(ServiceBase):
         self.ctx.control.run_queued()
         return run
 
-    async def list(self, query: RunQuery | None = None) -> Page[Run]:
-        """One page of runs (newest first unless the query says otherwise)."""
+    async def list(self, query: RunQuery | None = None) -> Page[RunDetail]:
+        """One page of runs (newest first unless the query says otherwise), environment and session eager."""
         async with self.ctx.uow(readonly=True) as uow:
-            return await uow.runs.list(query or RunQuery())
+            return await _with_links(uow, await uow.runs.list(query or RunQuery()))
 
-    async def list_for_scenario(self, scenario_id: uuid.UUID, query: RunQuery | None = None) -> Page[Run]:
-        """One page of the runs of one scenario."""
+    async def list_for_scenario(
+        self, scenario_id: uuid.UUID, query: RunQuery | None = None
+    ) -> Page[RunDetail]:
+        """One page of the runs of one scenario, environment and session eager."""
         query = attrs.evolve(query or RunQuery(), scenario_id=scenario_id)
         async with self.ctx.uow(readonly=True) as uow:
             require(await uow.scenarios.get(scenario_id), "scenario", scenario_id)
-            return await uow.runs.list(query)
+            return await _with_links(uow, await uow.runs.list(query))
 
     async def get(self, run_id: uuid.UUID, logs: LogQuery | None = None) -> RunDetail:
         """A run with its environment, its saved session and a page of its log (filtered by ``q``)."""
@@ -425,3 +427,33 @@ class RunService(ServiceBase):
             getattr(self.ctx.plugins.hook, hook)(run=run, scenario=scenario)
         except Exception:  # a plugin's fault must not fail the run
             log.exception("plugin hook %s failed", hook)
+
+
+def _scenario_given_as_reference(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``scenario`` as an id, or as the ``{"id", "name"}`` object a run answers, made ``scenarioId``."""
+    body = {key: value for key, value in data.items() if key != "scenario"}
+    scenario = data["scenario"]
+    if isinstance(scenario, Mapping):
+        unknown = sorted(set(scenario) - {"id", "name"})
+        if "id" not in scenario or unknown:
+            errors = {f"scenario.{key}": "unknown field" for key in unknown} or {"scenario.id": "is required"}
+            raise ValidationError("invalid run", errors)
+        scenario = scenario["id"]
+    return {**body, "scenarioId": scenario}
+
+
+async def _with_links(uow: UnitOfWork, page: Page[Run]) -> Page[RunDetail]:
+    """The page's runs with their environments and sessions: one query each for the page, not per row."""
+    env_ids = list(dict.fromkeys(run.environment_id for run in page.items))
+    session_ids = list(dict.fromkeys(run.session_id for run in page.items if run.session_id))
+    environments = {env.id: env for env in await uow.environments.get_many(env_ids)}
+    sessions = {item.id: item for item in await uow.sessions.get_many(session_ids)} if session_ids else {}
+    items = tuple(
+        RunDetail(
+            run=run,
+            environment=environments.get(run.environment_id),
+            session=sessions.get(run.session_id) if run.session_id else None,
+        )
+        for run in page.items
+    )
+    return Page(items=items, total=page.total, page=page.page, limit=page.limit)

@@ -7,7 +7,6 @@ with :mod:`scenariokit.views`. Errors are raised, never answered here: the probl
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -17,6 +16,7 @@ from multidict import MultiMapping
 
 from scenariokit.convert import UNSTORABLE, UNSTORABLE_MESSAGE, unstorable_path
 from scenariokit.domain.errors import InvalidQuery, ValidationError
+from scenariokit.domain.json_values import decode_json
 
 API_PREFIX = "/api/v1"
 
@@ -35,13 +35,10 @@ def path_id(request: web.Request, name: str = "id") -> uuid.UUID:
 async def json_body(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object.
 
-    400 when it is malformed, not an object, or holds text no store can keep (NUL, lone surrogates).
+    400 when it is malformed, not an object, nested too deep, holds a number no store keeps or text
+    no store can keep (NUL, lone surrogates): the rule of :mod:`scenariokit.domain.json_values`.
     """
-    raw = await request.read()
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValidationError("the request body is not valid JSON", {"$": str(exc)}) from None
+    data = decode_json(await request.read())
     if not isinstance(data, dict):
         raise ValidationError("the request body must be a JSON object", {"$": "must be a JSON object"})
     bad = unstorable_path(data)

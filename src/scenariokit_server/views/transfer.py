@@ -8,6 +8,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from scenariokit_server import keys, schemas
+from scenariokit_server.boundary import YAML_TYPES, accepts_yaml
 from scenariokit_server.openapi import YAML, YAML_TEXT, export_params, operation
 from scenariokit_server.views import (
     flag_param,
@@ -124,11 +125,11 @@ def _importer(kind: str, summary: str) -> Handler:
         description="Upserts by id in one transaction; a malformed document or a wrong `kind` "
         "changes nothing.",
         body=YAML_TEXT,
-        body_type=YAML,
+        body_types=YAML_TYPES,
         response=schemas.ImportReport,
         errors=(400, 409, 413),
     )
-    return document(import_yaml)
+    return document(accepts_yaml(import_yaml))
 
 
 import_scenarios = _importer("scenario", "Import scenarios from YAML")

@@ -280,6 +280,12 @@ class SessionRepository(_TableRepository[Session, SessionQuery], ports.SessionRe
             updated_at=row.updated_at,
         )
 
+    async def delete(self, ident: uuid.UUID) -> bool:
+        # What a foreign key ON DELETE SET NULL would do (runs.session_id has none): no run names a
+        # session that is gone, in the same transaction as the delete.
+        await self.conn.execute(sa.update(t.runs).where(t.runs.c.session_id == ident).values(session_id=None))
+        return await super().delete(ident)
+
     async def close_open(self, before: datetime | None = None) -> int:
         filters = [self.table.c.status == SessionStatus.OPEN.value]
         if before is not None:

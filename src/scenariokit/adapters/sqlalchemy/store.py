@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
+import json
 import os
 import re
 import uuid
@@ -21,6 +23,7 @@ from sqlalchemy.pool import StaticPool
 
 from scenariokit import ports
 from scenariokit.domain.errors import ScenarioKitError
+from scenariokit.domain.json_values import MAX_INT, MIN_INT
 from scenariokit.secrets import (
     KeyRing,
     KeyRotation,
@@ -70,11 +73,28 @@ def sqlite_path(url: str) -> Path | None:
     return Path(path)
 
 
+def _stored_whole(text: str) -> int | float:
+    # PostgreSQL writes a large float held in jsonb (1e300) as its digits: it was a float, so it reads back
+    # as one; a whole number the JSON rule admits always fits 64 bits.
+    if len(text) > 20:
+        return float(text)
+    value = int(text)
+    return value if MIN_INT <= value <= MAX_INT else float(value)
+
+
+#: How JSON columns are written and read: strict JSON (no NaN), numbers as they were written.
+_JSON_CODEC: dict[str, Any] = {
+    "json_serializer": functools.partial(json.dumps, allow_nan=False),
+    "json_deserializer": functools.partial(json.loads, parse_int=_stored_whole),
+}
+
+
 def _make_engine(async_url: str, schema: str | None) -> AsyncEngine:
     if async_url.startswith("sqlite"):
         memory = sqlite_path(async_url) is None
         engine = create_async_engine(
             async_url,
+            **_JSON_CODEC,
             connect_args={"check_same_thread": False, "timeout": 30},
             **({"poolclass": StaticPool} if memory else {}),
         )
@@ -102,7 +122,9 @@ def _make_engine(async_url: str, schema: str | None) -> AsyncEngine:
     connect_args: dict[str, Any] = {}
     if schema:
         connect_args["server_settings"] = {"search_path": schema}
-    return create_async_engine(async_url, pool_pre_ping=True, pool_size=10, connect_args=connect_args)
+    return create_async_engine(
+        async_url, pool_pre_ping=True, pool_size=10, connect_args=connect_args, **_JSON_CODEC
+    )
 
 
 class SqlUnitOfWork(ports.UnitOfWork):
