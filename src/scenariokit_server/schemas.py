@@ -237,6 +237,12 @@ Health = Schema.from_dict(
         "version": fields.String(required=True),
         "database": fields.String(required=True, validate=validate.OneOf(["ok", "unreachable"])),
         "browser": fields.String(required=True, validate=validate.OneOf(["ok", "missing"])),
+        "browser_build": fields.String(
+            required=True,
+            allow_none=True,
+            data_key="browserBuild",
+            metadata={"description": "the build runs use: kind, version and path; null when none"},
+        ),
     },
     name="HealthSchema",
 )

@@ -104,6 +104,14 @@ async def test_health_reports_ok(client: Client) -> None:
     assert body["browser"] in ("ok", "missing") and body["version"]
 
 
+async def test_health_names_the_browser_build_runs_use(client: Client) -> None:
+    body = await (await client.get("/health")).json()
+
+    # this machine (and CI) has Debian's chromium-headless-shell, which discovery prefers
+    assert body["browser"] == "ok"
+    assert body["browserBuild"].startswith("chromium-headless-shell ")
+
+
 async def test_health_reports_an_unreachable_database(make_client: ClientFactory, settings: Settings) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))

@@ -36,6 +36,15 @@ def browser_status() -> str:
     return discover()
 
 
+def browser_build() -> str | None:
+    """Which build runs use, with its version and path (see docs/deployment.md), or None."""
+    try:
+        from scenariokit.runner.browser import browser_build as build
+    except ImportError:
+        return None
+    return build()
+
+
 @operation(
     "health",
     "Liveness of the service, its database and the browser",
@@ -58,5 +67,6 @@ async def health(request: web.Request) -> web.Response:
         "version": service_version(),
         "database": database,
         "browser": browser_status(),
+        "browserBuild": await asyncio.to_thread(browser_build),
     }
     return web.json_response(body, status=200 if database == "ok" else 503)
