@@ -50,6 +50,8 @@ _MODEL_CLASSES = (
     model.Session,
     model.RunError,
     model.StepResult,
+    model.StepTiming,
+    model.RunTimings,
     model.Run,
     model.RunLogEntry,
 )

@@ -1,4 +1,4 @@
-"""Browser discovery: explicit choices first, then the headless shell, then full Chromium; errors name what was tried."""
+"""Browser discovery: explicit choices, then the headless shell, then Chromium; errors say what was tried."""
 
 from __future__ import annotations
 

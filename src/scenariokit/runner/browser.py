@@ -48,6 +48,8 @@ DEFAULT_ARGS = (
     "--no-first-run",
 )
 
+_CHROME_FOR_TESTING_MAC = ("Google Chrome for Testing.app", "Contents", "MacOS", "Google Chrome for Testing")
+
 #: Where Playwright keeps each build inside its ``<name>-<revision>/`` folder, per platform; the
 #: ``chrome-linux``/``headless_shell`` layouts are those of Playwright releases before 1.50.
 _PLAYWRIGHT_LAYOUTS: dict[str, tuple[tuple[str, ...], ...]] = {
@@ -55,8 +57,8 @@ _PLAYWRIGHT_LAYOUTS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("chrome-linux64", "chrome"),
         ("chrome-linux-arm64", "chrome"),
         ("chrome-linux", "chrome"),
-        ("chrome-mac-arm64", "Google Chrome for Testing.app", "Contents", "MacOS", "Google Chrome for Testing"),
-        ("chrome-mac-x64", "Google Chrome for Testing.app", "Contents", "MacOS", "Google Chrome for Testing"),
+        ("chrome-mac-arm64", *_CHROME_FOR_TESTING_MAC),
+        ("chrome-mac-x64", *_CHROME_FOR_TESTING_MAC),
         ("chrome-mac", "Chromium.app", "Contents", "MacOS", "Chromium"),
         ("chrome-win64", "chrome.exe"),
         ("chrome-win", "chrome.exe"),

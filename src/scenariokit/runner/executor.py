@@ -22,7 +22,15 @@ import attrs
 
 from scenariokit.domain.model import RunErrorKind, utcnow
 from scenariokit.runner.browser import BrowserConfig, discover_browser
-from scenariokit.runner.job import LogEvent, RunEvent, RunFinished, RunJob, SessionReleased, SessionSaved
+from scenariokit.runner.job import (
+    BrowserClosed,
+    LogEvent,
+    RunEvent,
+    RunFinished,
+    RunJob,
+    SessionReleased,
+    SessionSaved,
+)
 from scenariokit.runner.protocol import (
     CancelRun,
     ReleaseSession,
@@ -44,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 EventCallback = Callable[[RunEvent], Awaitable[None]]
 SessionCallback = Callable[[SessionReleased], Awaitable[None]]
+ClosedCallback = Callable[[BrowserClosed], Awaitable[None]]
 
 #: seconds a worker gets to close its browsers on shutdown before it is killed
 SHUTDOWN_GRACE_SECONDS = 5.0
@@ -71,11 +80,13 @@ class WorkerPool:
         browser: BrowserConfig | None = None,
         session_keepalive: float = 600.0,
         on_session_released: SessionCallback | None = None,
+        on_browser_closed: ClosedCallback | None = None,
     ) -> None:
         self.size = max(1, size if size is not None else (os.cpu_count() or 1))
         self._browser = browser
         self._session_keepalive = session_keepalive
         self._on_session_released = on_session_released
+        self._on_browser_closed = on_browser_closed
         self._mp = multiprocessing.get_context("spawn")
         self._workers: set[WorkerHandle] = set()
         self._idle: asyncio.Queue[WorkerHandle] | None = None
@@ -177,6 +188,10 @@ class WorkerPool:
                 run.inbox.put_nowait(report.event)
         elif isinstance(report, SessionReleased):
             task = asyncio.ensure_future(self._session_closed(report))
+            self._callbacks.add(task)
+            task.add_done_callback(self._callbacks.discard)
+        elif isinstance(report, BrowserClosed) and self._on_browser_closed is not None:
+            task = asyncio.ensure_future(self._on_browser_closed(report))
             self._callbacks.add(task)
             task.add_done_callback(self._callbacks.discard)
         elif isinstance(report, WorkerGone):

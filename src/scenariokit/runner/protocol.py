@@ -15,6 +15,7 @@ import attrs
 
 from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
 from scenariokit.runner.job import (
+    BrowserClosed,
     LogEvent,
     RunEvent,
     RunFinished,
@@ -75,7 +76,7 @@ class RunReport:
     event: RunEvent
 
 
-Report = WorkerReady | RunReport | SessionReleased
+Report = WorkerReady | RunReport | SessionReleased | BrowserClosed
 
 
 # --- outcomes ------------------------------------------------------------------------------------

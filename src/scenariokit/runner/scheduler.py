@@ -23,6 +23,7 @@ from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.executor import WorkerPool
 from scenariokit.runner.job import (
     ArtifactSaved,
+    BrowserClosed,
     LogEvent,
     RunEvent,
     RunFinished,
@@ -31,6 +32,7 @@ from scenariokit.runner.job import (
     SessionSaved,
     StepFinished,
 )
+from scenariokit.runner.timeline import RunTimeline, close_ms, with_close
 from scenariokit.services import Services
 
 log = logging.getLogger(__name__)
@@ -52,10 +54,13 @@ class _Execution:
 
     run_id: uuid.UUID
     job: RunJob
+    timeline: RunTimeline
     artifacts: list[str] = attrs.field(factory=list)
     session: SessionSaved | None = None
     logs: list[RunLogEntry] = attrs.field(factory=list)
     cancelling: bool = False
+    #: the browser close, when the worker reported it before the outcome was stored
+    closed: BrowserClosed | None = None
 
 
 class Scheduler:
@@ -80,6 +85,7 @@ class Scheduler:
             browser=browser,
             session_keepalive=services.context.settings.session_keepalive_seconds,
             on_session_released=self.session_released,
+            on_browser_closed=self.browser_closed,
         )
         self.owner = owner or default_owner()
         self.poll_seconds = poll_seconds
@@ -156,11 +162,23 @@ class Scheduler:
             self._session_runs.pop(session.id, None)
             await self.services.runs.close_session(session.id)
 
+    async def browser_closed(self, closed: BrowserClosed) -> None:
+        """A finished run's browser closed: add that to its timings (with its outcome, or after)."""
+        execution = self._running.get(closed.run_id)
+        if execution is not None:
+            execution.closed = closed  # its outcome is not stored yet: _execute writes both
+            return
+        try:
+            await self.services.runs.record_browser_close(closed.run_id, close_ms(closed))
+        except Exception:
+            log.exception("storing the browser close of run %s failed", closed.run_id)
+
     # --- loops ----------------------------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
         while True:
             await self._slots.acquire()
+            claim_started = utcnow()
             try:
                 claimed = await self.services.runs.claim(self.owner)
             except Exception:
@@ -175,7 +193,8 @@ class Scheduler:
                     await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
                 continue
             run, job = claimed
-            execution = _Execution(run_id=run.id, job=job)
+            timeline = RunTimeline(created_at=run.created_at, claim_started=claim_started)
+            execution = _Execution(run_id=run.id, job=job, timeline=timeline)
             execution.logs.append(
                 RunLogEntry(run_id=run.id, level="debug", message=f"claimed by {self.owner}")
             )
@@ -200,10 +219,17 @@ class Scheduler:
             stop_flushing.set()  # never cancelled: a cancel during a write would lose the lines it held
             await flusher
             self._slots.release()
+        written = execution.closed
         try:
             await self._flush(execution)
+            timings = execution.timeline.timings(outcome)
+            written = execution.closed  # a close reported meanwhile goes in with the outcome
             await self.services.runs.finish(
-                execution.run_id, outcome, artifacts=execution.artifacts, session=execution.session
+                execution.run_id,
+                outcome,
+                artifacts=execution.artifacts,
+                session=execution.session,
+                timings=with_close(timings, written) if written else timings,
             )
             if execution.session is not None:
                 session = await self.services.runs.session_of_run(execution.run_id)
@@ -212,7 +238,10 @@ class Scheduler:
         except Exception:
             log.exception("storing the outcome of run %s failed", execution.run_id)
         finally:
-            self._running.pop(execution.run_id, None)
+            closed = execution.closed
+            self._running.pop(execution.run_id, None)  # from here browser_closed writes for itself
+        if closed is not None and closed is not written:
+            await self.browser_closed(closed)
 
     async def _on_event(self, execution: _Execution, event: RunEvent) -> None:
         match event:
@@ -228,7 +257,8 @@ class Scheduler:
                 )
             case StepFinished():
                 await self._flush(execution)
-                await self.services.runs.record_step(execution.run_id, event.result)
+                with execution.timeline.store_write():
+                    await self.services.runs.record_step(execution.run_id, event.result)
             case ArtifactSaved():
                 execution.artifacts.append(event.name)
             case SessionSaved():
@@ -247,7 +277,8 @@ class Scheduler:
         entries, execution.logs = execution.logs, []
         if entries:
             try:
-                await self.services.runs.append_logs(entries)
+                with execution.timeline.store_write():
+                    await self.services.runs.append_logs(entries)
             except Exception:
                 log.exception("writing the log of run %s failed", execution.run_id)
 

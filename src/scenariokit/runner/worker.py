@@ -28,7 +28,7 @@ from playwright.async_api import async_playwright
 from scenariokit.domain.model import RunError, RunErrorKind, utcnow
 from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.execution import HeldSession, RunEnd, RunExecution, close_browser
-from scenariokit.runner.job import RunEvent, RunJob, SessionReleased
+from scenariokit.runner.job import BrowserClosed, RunEvent, RunJob, SessionReleased
 from scenariokit.runner.plugin_hooks import PluginHooks
 from scenariokit.runner.processes import process_tree
 from scenariokit.runner.protocol import (
@@ -175,7 +175,9 @@ class Worker:
         if end.session is not None:
             self._hold(end.session)
         elif end.browser is not None:
+            closing = utcnow()
             await close_browser(end.browser)
+            self._send(BrowserClosed(run_id=job.run_id, started_at=closing, finished_at=utcnow()))
 
     def _report(self, job: RunJob, event: RunEvent) -> None:
         self._send(RunReport(run_id=job.run_id, event=mask_event(event, job.secrets)))
