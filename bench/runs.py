@@ -9,7 +9,7 @@ against the same page on 127.0.0.1, with the browser discovery finds (the headle
 as ratios to the bare script. For each scenariokit configuration the summed run timelines show where
 the time went, and the peak memory of one run's process tree (worker, driver, browsers) is reported.
 
-    python bench/runs.py [--scenarios 50] [--workers 1,2]
+    python bench/runs.py [--scenarios 50] [--workers 1,2] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -76,39 +77,53 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--scenarios", type=int, default=50)
     parser.add_argument("--workers", default="1,2", help="comma-separated worker counts to measure")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="measure everything this many times, in rotated order"
+    )
     args = parser.parse_args()
     default_workers = Settings().workers
     counts = sorted({int(n) for n in args.workers.split(",")} | {default_workers})
     browser = discover_browser()
+    labels: dict[object, str] = {
+        "bare": "bare Playwright script (fresh browser each)",
+        "floor": "fresh-context floor (one warm browser)",
+    }
+    labels |= {n: f"scenariokit, {n} worker(s){' (default)' if n == default_workers else ''}" for n in counts}
+    rates: dict[object, list[float]] = {key: [] for key in labels}
+    ratios: dict[object, list[float]] = {key: [] for key in labels}
+    timelines: dict[int, list[RunTimings | None]] = {n: [] for n in counts}
+    peaks: dict[int, MemoryPeak] = {}
     runner, url = await serve_page()
     try:
         await bare_playwright(url, 2)  # warm the disk cache, so the first measurement is not penalised
-        bare = await bare_playwright(url, args.scenarios)
-        floor = await fresh_context_floor(url, args.scenarios)
-        measured = {n: await through_scenariokit(url, args.scenarios, n) for n in counts}
+        for round_ in range(args.rounds):
+            # a machine shared with other work drifts: each round measures everything, in another order
+            shift = round_ % len(counts)
+            seconds: dict[object, float] = {"bare": await bare_playwright(url, args.scenarios)}
+            seconds["floor"] = await fresh_context_floor(url, args.scenarios)
+            for n in counts[shift:] + counts[:shift]:
+                took, timings, peak = await through_scenariokit(url, args.scenarios, n)
+                seconds[n] = took
+                timelines[n] += timings
+                if peak.rss_kib >= peaks.get(n, MemoryPeak()).rss_kib:
+                    peaks[n] = peak
+            for key, took in seconds.items():
+                rates[key].append(per_minute(args.scenarios, took))
+                ratios[key].append(seconds["bare"] / took)
     finally:
         await runner.cleanup()
-    base = per_minute(args.scenarios, bare)
     print(
         f"{args.scenarios} three-step scenarios, {browser.describe()}, {os.cpu_count()} cores, "
-        f"default workers here: {default_workers}"
+        f"default workers here: {default_workers}, median of {args.rounds} round(s)"
     )
-    rows = [
-        ("bare Playwright script (fresh browser each)", bare),
-        ("fresh-context floor (one warm browser)", floor),
-    ]
-    rows += [
-        (f"scenariokit, {n} worker(s){' (default)' if n == default_workers else ''}", took)
-        for n, (took, _, _) in measured.items()
-    ]
-    floor_rate = per_minute(args.scenarios, floor)
-    for label, took in rows:
-        rate = per_minute(args.scenarios, took)
-        ratios = f"{rate / base:5.2f}x bare   {rate / floor_rate:5.2f}x floor"
-        print(f"  {label:46s} {rate:7.1f} runs/min   {ratios}")
-    for n, (_, timings, peak) in measured.items():
-        print(f"scenariokit, {n} worker(s): peak memory of one run's process tree {peak.describe()}")
-        for line in timeline_lines(timings):
+    for key, label in labels.items():
+        rate, ratio = statistics.median(rates[key]), statistics.median(ratios[key])
+        to_floor = statistics.median(r / f for r, f in zip(rates[key], rates["floor"], strict=True))
+        spread = f"  (rounds: {', '.join(f'{r:.0f}' for r in rates[key])})" if args.rounds > 1 else ""
+        print(f"  {label:46s} {rate:7.1f} runs/min   {ratio:5.2f}x bare   {to_floor:5.2f}x floor{spread}")
+    for n in counts:
+        print(f"scenariokit, {n} worker(s): peak memory of one run's process tree {peaks[n].describe()}")
+        for line in timeline_lines(timelines[n]):
             print(f"  {line}")
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from api_support import Client, ClientFactory
 
+from scenariokit.runner.capacity import default_workers
 from scenariokit.services import Services
 from scenariokit.storage import open_store
 from scenariokit_server import Settings, SettingsError, UnsafeBindError, create_app, run_server
@@ -30,7 +31,7 @@ def test_defaults() -> None:
         15.0,
         600.0,
     )
-    assert settings.workers == (os.cpu_count() or 1)
+    assert settings.workers == default_workers()  # measured per machine: docs/deployment.md
     assert settings.run_scheduler is True and settings.insecure is False
 
 
