@@ -1,14 +1,17 @@
 """Runs per minute: the same three-step scenarios through scenariokit and as a bare Playwright script.
 
-The bare script is what a home-grown runner does: for each scenario launch a fresh Chromium, run the
-three steps, close it. scenariokit runs the same scenarios from its store through its scheduler and
-worker processes (a fresh browser per run too, launched ahead while the worker waits). Both are
-measured in this one process run, against the same page served on 127.0.0.1 with the same browser,
-and printed with their ratio. scenariokit is measured with one worker (same concurrency as the
-script) and with one worker per core (its default), each with the bubblewrap sandbox (when it works
-here) and without (``SCENARIOKIT_SANDBOX=off``); every run has a worker process of its own either way.
+The bare script is what a user writes after ``playwright install``: for each scenario launch a fresh
+headless shell, run the three steps, close it. The floor is the same steps in fresh contexts of one
+warm browser (no launch at all). scenariokit runs the same scenarios from its store through its
+scheduler and worker processes, every run in a browser nobody used before, with 1 and 2 workers
+(``--workers`` for others) and its default for this machine. All are measured in this one process run,
+against the same page on 127.0.0.1, with the browser discovery finds (the headless shell), and printed
+as ratios to the bare script. For each scenariokit configuration the summed run timelines show where
+the time went, and the peak memory of one run's process tree (worker, driver, browsers) is reported.
+Each scenariokit configuration is measured with the bubblewrap sandbox (when it works here) and
+without it (``SCENARIOKIT_SANDBOX=off``); every run has a worker process of its own either way.
 
-    python bench/runs.py [--scenarios 50]
+    python bench/runs.py [--scenarios 50] [--workers 1,2] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -16,58 +19,36 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from aiohttp import web
-from playwright.async_api import async_playwright, expect
+from _shared import (
+    STEPS,
+    MemoryPeak,
+    bare_playwright,
+    fresh_context_floor,
+    memory_peak,
+    per_minute,
+    serve_page,
+    timeline_lines,
+)
 
 import scenariokit
+from scenariokit.domain.model import RunStatus, RunTimings
+from scenariokit.queries import RunQuery
 from scenariokit.runner.browser import discover_browser
 from scenariokit.runner.sandbox import SANDBOX_ENV, bubblewrap_works
+from scenariokit.settings import Settings
 
-PAGE = """<!doctype html><title>bench</title>
-<input id="name"><button id="go" onclick="document.getElementById('out').textContent='Hello '+
-document.getElementById('name').value">Go</button><p id="out"></p>"""
-
-STEPS = [
-    "await page.goto(helpers.getEnvUrl())",
-    "await page.fill('#name', 'bench')\nawait page.click('#go')",
-    "await expect(page.locator('#out')).to_have_text('Hello bench')",
-]
+Config = tuple[int, str]  # (workers, sandbox mode)
 
 
-async def serve_page() -> tuple[web.AppRunner, str]:
-    app = web.Application()
-    app.router.add_get("/", lambda _: web.Response(text=PAGE, content_type="text/html"))
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}/"
-
-
-async def bare_playwright(url: str, count: int) -> float:
-    """Seconds for ``count`` runs of the script, each in a freshly launched browser."""
-    config = discover_browser()
-    began = time.perf_counter()
-    async with async_playwright() as playwright:
-        for _ in range(count):
-            browser = await playwright.chromium.launch(**config.launch_options())
-            context = await browser.new_context()
-            page = await context.new_page()
-            await page.goto(url)
-            await page.fill("#name", "bench")
-            await page.click("#go")
-            await expect(page.locator("#out")).to_have_text("Hello bench")
-            await browser.close()
-    return time.perf_counter() - began
-
-
-async def through_scenariokit(url: str, count: int, workers: int, sandbox: str) -> float:
-    """Seconds for ``count`` runs queued at once and executed by scenariokit with ``workers`` workers."""
+async def through_scenariokit(
+    url: str, count: int, workers: int, sandbox: str
+) -> tuple[float, list[RunTimings | None], MemoryPeak]:
+    """Seconds for ``count`` runs queued at once and executed with ``workers`` workers, their timings."""
     os.environ[SANDBOX_ENV] = sandbox  # read when the scheduler starts its pool
     with tempfile.TemporaryDirectory() as tmp:
         async with scenariokit.open_kit(f"sqlite:///{Path(tmp) / 'bench.db'}", workers=workers) as kit:
@@ -78,47 +59,89 @@ async def through_scenariokit(url: str, count: int, workers: int, sandbox: str) 
                 )
                 for i in range(count)
             ]
-            await kit.start_runner()  # worker start-up is a one-off, like installing the script
+            scheduler = await kit.start_runner()  # worker start-up is a one-off, like installing the script
             await asyncio.sleep(2)  # let every worker launch its first browser
-            began = time.perf_counter()
-            runs = [
-                await kit.runs.create({"scenarioId": str(s.id), "environmentId": str(env.id)})
-                for s in scenarios
-            ]
-            results = [await kit.runs.wait(run.id, 600) for run in runs]
-            elapsed = time.perf_counter() - began
-    failed = [r.run for r in results if r.run.status is not scenariokit.RunStatus.PASS]
+            async with memory_peak(scheduler.pool.worker_pids) as peak:
+                began = time.perf_counter()
+                runs = [
+                    await kit.runs.create({"scenarioId": str(s.id), "environmentId": str(env.id)})
+                    for s in scenarios
+                ]
+                waiting = RunQuery(status=RunStatus.IN_PROGRESS, limit=1)
+                while (await kit.runs.list(waiting)).total:  # noqa: ASYNC110 - the store is what we watch
+                    await asyncio.sleep(0.05)
+                elapsed = time.perf_counter() - began
+            await asyncio.sleep(1)  # the last browsers close after their outcome: let that land
+            details = [await kit.runs.get(run.id) for run in runs]
+    failed = [d.run for d in details if d.run.status is not RunStatus.PASS]
     if failed:
         raise SystemExit(f"{len(failed)} scenariokit runs did not pass: {failed[0].error}")
-    return elapsed
+    return elapsed, [d.run.timings for d in details], peak
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--scenarios", type=int, default=50)
+    parser.add_argument("--workers", default="1,2", help="comma-separated worker counts to measure")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="measure everything this many times, in rotated order"
+    )
     args = parser.parse_args()
-    runner, url = await serve_page()
-    cores = os.cpu_count() or 1
+    default_workers = Settings().workers
+    counts = sorted({int(n) for n in args.workers.split(",")} | {default_workers})
+    browser = discover_browser()
     sandboxes = ["bubblewrap", "off"] if bubblewrap_works() else ["off"]
-    seconds: dict[str, float] = {}
-    rows = [("bare Playwright script (sequential)", "bare")]
+    configs: list[Config] = [(n, sandbox) for n in counts for sandbox in sandboxes]
+    labels: dict[object, str] = {
+        "bare": "bare Playwright script (fresh browser each)",
+        "floor": "fresh-context floor (one warm browser)",
+    }
+    labels |= {
+        (n, sandbox): f"scenariokit, {n} worker(s){' (default)' if n == default_workers else ''}, "
+        f"sandbox {sandbox}"
+        for n, sandbox in configs
+    }
+    rates: dict[object, list[float]] = {key: [] for key in labels}
+    ratios: dict[object, list[float]] = {key: [] for key in labels}
+    timelines: dict[Config, list[RunTimings | None]] = {config: [] for config in configs}
+    peaks: dict[Config, MemoryPeak] = {}
+    runner, url = await serve_page()
     try:
-        seconds["bare"] = await bare_playwright(url, args.scenarios)
-        for workers in sorted({1, cores}):
-            for sandbox in sandboxes:
-                key = f"{workers}-{sandbox}"
-                seconds[key] = await through_scenariokit(url, args.scenarios, workers, sandbox)
-                rows.append((f"scenariokit, {workers} worker(s), sandbox {sandbox}", key))
+        await bare_playwright(url, 2)  # warm the disk cache, so the first measurement is not penalised
+        for round_ in range(args.rounds):
+            # a machine shared with other work drifts: each round measures everything, in another order
+            shift = round_ % len(configs)
+            seconds: dict[object, float] = {"bare": await bare_playwright(url, args.scenarios)}
+            seconds["floor"] = await fresh_context_floor(url, args.scenarios)
+            for config in configs[shift:] + configs[:shift]:
+                took, timings, peak = await through_scenariokit(url, args.scenarios, *config)
+                seconds[config] = took
+                timelines[config] += timings
+                if peak.rss_kib >= peaks.get(config, MemoryPeak()).rss_kib:
+                    peaks[config] = peak
+            for key, took in seconds.items():
+                rates[key].append(per_minute(args.scenarios, took))
+                ratios[key].append(seconds["bare"] / took)
     finally:
         await runner.cleanup()
-    rates = {key: args.scenarios / took * 60 for key, took in seconds.items()}
-    print(f"{args.scenarios} three-step scenarios, fresh browser per run, {cores} cores")
-    for label, key in rows:
-        print(f"  {label:45s} {rates[key]:7.1f} runs/min   {rates[key] / rates['bare']:.2f}x")
-    if "1-bubblewrap" in rates:
-        for workers in sorted({1, cores}):
-            ratio = rates[f"{workers}-bubblewrap"] / rates[f"{workers}-off"]
-            print(f"  sandbox on/off with {workers} worker(s): {ratio:.2f}")
+    print(
+        f"{args.scenarios} three-step scenarios, {browser.describe()}, {os.cpu_count()} cores, "
+        f"default workers here: {default_workers}, median of {args.rounds} round(s)"
+    )
+    for key, label in labels.items():
+        rate, ratio = statistics.median(rates[key]), statistics.median(ratios[key])
+        to_floor = statistics.median(r / f for r, f in zip(rates[key], rates["floor"], strict=True))
+        spread = f"  (rounds: {', '.join(f'{r:.0f}' for r in rates[key])})" if args.rounds > 1 else ""
+        print(f"  {label:46s} {rate:7.1f} runs/min   {ratio:5.2f}x bare   {to_floor:5.2f}x floor{spread}")
+    if "bubblewrap" in sandboxes:
+        for n in counts:
+            on, off = statistics.median(rates[(n, "bubblewrap")]), statistics.median(rates[(n, "off")])
+            print(f"  sandbox on/off with {n} worker(s): {on / off:.2f}")
+    for n, sandbox in configs:
+        peak = peaks[(n, sandbox)].describe()
+        print(f"scenariokit, {n} worker(s), sandbox {sandbox}: peak memory of one run's process tree {peak}")
+        for line in timeline_lines(timelines[(n, sandbox)]):
+            print(f"  {line}")
 
 
 if __name__ == "__main__":

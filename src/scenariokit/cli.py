@@ -311,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", help="address to bind (default 127.0.0.1; $SCENARIOKIT_HOST)")
     serve.add_argument("--port", type=int, help="port (default 13000; $SCENARIOKIT_PORT)")
-    serve.add_argument("--workers", type=int, help="run worker processes (default: the number of cores)")
+    serve.add_argument("--workers", type=int, help="run worker processes (default: chosen for this machine)")
     serve.add_argument(
         "--no-scheduler",
         action="store_true",
@@ -335,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=WORKER_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    worker.add_argument("--workers", type=int, help="worker processes (browsers) at once (default: cores)")
+    worker.add_argument("--workers", type=int, help="browsers at once (default: chosen for this machine)")
     worker.add_argument(
         "--lease-seconds", type=float, help="lease length (default 15; $SCENARIOKIT_LEASE_SECONDS)"
     )

@@ -51,6 +51,8 @@ _MODEL_CLASSES = (
     model.Session,
     model.RunError,
     model.StepResult,
+    model.StepTiming,
+    model.RunTimings,
     model.Run,
     model.RunLogEntry,
 )

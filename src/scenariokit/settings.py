@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from scenariokit.adapters.sqlalchemy import sqlite_path
+from scenariokit.runner.capacity import default_workers
 from scenariokit.runner.sandbox import (
     DEFAULT_MEMORY_MB,
     SANDBOX_MODES,
@@ -104,7 +105,8 @@ class Settings:
         converter=Path,
     )
     trace: TraceMode = attrs.field(default="off", validator=_trace)
-    workers: int = attrs.field(factory=lambda: os.cpu_count() or 1, validator=_positive)
+    #: runs at once: measured default for this machine's cores and memory (runner/capacity.py)
+    workers: int = attrs.field(factory=default_workers, validator=_positive)
     lease_seconds: float = attrs.field(default=15.0, validator=_positive)
     session_keepalive_seconds: float = attrs.field(default=600.0, validator=_positive)
     run_scheduler: bool = True

@@ -91,6 +91,7 @@ def run_json(
     data = conv.unstructure(run)
     data.pop("scenarioName", None)
     data.pop("sourceSessionId", None)
+    data.pop("timings", None)  # the detail's: lists stay lean
     data["scenario"] = {"id": str(run.scenario_id), "name": run.scenario_name}
     data["durationMs"] = run.duration_ms
     data["environment"] = environment_json(conv, environment) if environment else None
@@ -103,6 +104,7 @@ def run_json(
 def run_detail_json(conv: cattrs.Converter, detail: RunDetail) -> JSON:
     """The run detail view: the run, its environment and session, and a page of its log."""
     data = run_json(conv, detail.run, detail.environment, detail.session)
+    data["timings"] = conv.unstructure(detail.run.timings) if detail.run.timings else None
     if detail.logs is not None:
         data["logs"] = page_json(detail.logs, lambda entry: log_json(conv, entry))
     return data

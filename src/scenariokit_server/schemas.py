@@ -156,6 +156,8 @@ Session = schema_of(
 )
 RunError = schema_of(model.RunError, response=True)
 StepResult = schema_of(model.StepResult, response=True)
+StepTiming = schema_of(model.StepTiming, response=True)
+RunTimings = schema_of(model.RunTimings, response=True, nested={model.StepTiming: StepTiming})
 ScenarioRef = Schema.from_dict(
     {"id": fields.UUID(required=True), "name": fields.String(required=True)}, name="ScenarioRefSchema"
 )
@@ -173,7 +175,7 @@ _RUN_VIEW_FIELDS = {
 Run = schema_of(
     model.Run,
     response=True,
-    exclude=("scenario_name", "source_session_id"),
+    exclude=("scenario_name", "source_session_id", "timings"),
     extra=_RUN_VIEW_FIELDS,
     nested={model.RunError: RunError, model.StepResult: StepResult},
 )
@@ -182,8 +184,20 @@ RunDetail = schema_of(
     name="RunDetail",
     response=True,
     exclude=("scenario_name", "source_session_id"),
-    extra={**_RUN_VIEW_FIELDS, "logs": fields.Nested(LogPage, required=True)},
-    nested={model.RunError: RunError, model.StepResult: StepResult},
+    extra={
+        **_RUN_VIEW_FIELDS,
+        "logs": fields.Nested(LogPage, required=True),
+        "timings": fields.Nested(
+            RunTimings,
+            required=True,
+            allow_none=True,
+            metadata={
+                "description": "where the run's time went, in ms per phase (null phases did not happen); "
+                "null until a scheduler has executed the run (see docs/rest.md, Run timings)"
+            },
+        ),
+    },
+    nested={model.RunError: RunError, model.StepResult: StepResult, model.RunTimings: RunTimings},
 )
 ScenarioPage = page_of(Scenario, "ScenarioPage")
 EnvironmentPage = page_of(Environment, "EnvironmentPage")
@@ -238,6 +252,12 @@ Health = Schema.from_dict(
         "database": fields.String(required=True, validate=validate.OneOf(["ok", "unreachable"])),
         "browser": fields.String(required=True, validate=validate.OneOf(["ok", "missing"])),
         "sandbox": fields.String(required=True, validate=validate.OneOf(["bubblewrap", "none"])),
+        "browser_build": fields.String(
+            required=True,
+            allow_none=True,
+            data_key="browserBuild",
+            metadata={"description": "the build runs use: kind, version and path; null when none"},
+        ),
     },
     name="HealthSchema",
 )

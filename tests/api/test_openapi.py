@@ -76,7 +76,11 @@ def test_response_schemas_mirror_the_views(document: dict[str, Any]) -> None:
     assert schemas["CredentialInput"]["properties"]["secret"]["writeOnly"] is True
     assert "storageState" not in schemas["Session"]["properties"]
     run = schemas["RunDetail"]["properties"]
-    assert {"scenario", "environment", "session", "durationMs", "logs"} <= set(run)
+    assert {"scenario", "environment", "session", "durationMs", "logs", "timings"} <= set(run)
+    assert "timings" not in schemas["Run"]["properties"]  # lists leave the timeline to the detail
+    timings = schemas["RunTimings"]["properties"]
+    assert {"claimMs", "jobToWorkerMs", "browserReadyMs", "storeWritesMs", "browserCloseMs"} <= set(timings)
+    assert set(schemas["StepTiming"]["properties"]) == {"stepId", "order", "durationMs"}
     assert "scenarioName" not in run and "sourceSessionId" not in run
     assert set(schemas["ScenarioPage"]["required"]) == {"items", "total", "page", "limit"}
     assert schemas["Problem"]["required"] == ["detail", "status", "title", "type"]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from api_support import API, Client, both_backends, created, problem_of
 
-from scenariokit.domain.model import RunLogEntry, utcnow
+from scenariokit.domain.model import RunLogEntry, RunTimings, StepResult, StepStatus, StepTiming, utcnow
 from scenariokit.runner.job import RunFinished
 from scenariokit.services import Services
 
@@ -38,7 +38,8 @@ async def _run(client: Client, targets: dict[str, Any], **extra: Any) -> dict[st
 async def test_create_read_and_cancel_a_run(client: Client, targets: dict[str, Any]) -> None:
     run = await _run(client, targets, saveSession=True)
     assert run["status"] == "in_progress" and run["saveSession"] is True
-    assert set(run) == RUN_FIELDS | {"logs"}
+    assert set(run) == RUN_FIELDS | {"logs", "timings"}
+    assert run["timings"] is None  # no scheduler has executed it yet
     assert run["scenario"] == {"id": targets["scenario"]["id"], "name": "smoke"}
     assert run["environment"] == targets["environment"]
     assert run["error"] is None and run["session"] is None and run["durationMs"] is None
@@ -167,3 +168,50 @@ async def test_a_scenario_with_a_run_in_progress_is_not_deleted_until_the_run_en
     assert (await client.post(f"{API}/run/{run['id']}/cancel")).status == 200
     assert (await client.delete(scenario_url)).status == 204
     await problem_of(await client.get(f"{API}/run/{run['id']}"), 404)
+
+
+async def test_the_run_detail_shows_its_timings_and_lists_leave_them_out(
+    client: Client, services: Services, targets: dict[str, Any]
+) -> None:
+    run = await _run(client, targets)
+    run_id = uuid.UUID(run["id"])
+    step_ids = [uuid.UUID(step["id"]) for step in targets["scenario"]["steps"]]
+    results = tuple(
+        StepResult(step_id=step_id, order=order, status=StepStatus.PASS, started_at=utcnow(), duration_ms=7)
+        for order, step_id in enumerate(step_ids, 1)
+    )
+    now = utcnow()
+    outcome = RunFinished(status="pass", error=None, step_results=results, started_at=now, finished_at=now)
+    timings = RunTimings(
+        queued_ms=1,
+        claim_ms=2,
+        job_to_worker_ms=3,
+        browser_ready_ms=4,
+        context_and_page_ms=5,
+        steps_ms=15,
+        steps=tuple(StepTiming(step_id=r.step_id, order=r.order, duration_ms=7) for r in results),
+        after_steps_ms=0,
+        store_writes_ms=6,
+    )
+    await services.runs.finish(run_id, outcome, timings=timings)
+    await services.runs.record_browser_close(run_id, 30)
+
+    detail = await (await client.get(f"{API}/run/{run_id}")).json()
+    assert detail["timings"] == {
+        "queuedMs": 1,
+        "claimMs": 2,
+        "jobToWorkerMs": 3,
+        "browserReadyMs": 4,
+        "contextAndPageMs": 5,
+        "stepsMs": 15,
+        "steps": [
+            {"stepId": str(step_ids[0]), "order": 1, "durationMs": 7},
+            {"stepId": str(step_ids[1]), "order": 2, "durationMs": 7},
+        ],
+        "afterStepsMs": 0,
+        "storeWritesMs": 6,
+        "browserCloseMs": 30,
+    }
+    listed = await (await client.get(f"{API}/run")).json()
+    assert [item["id"] for item in listed["items"]] == [str(run_id)]
+    assert "timings" not in listed["items"][0]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from api_support import Client, ClientFactory
 
+from scenariokit.runner.capacity import default_workers
 from scenariokit.services import Services
 from scenariokit.storage import open_store
 from scenariokit_server import Settings, SettingsError, UnsafeBindError, create_app, run_server
@@ -30,7 +31,7 @@ def test_defaults() -> None:
         15.0,
         600.0,
     )
-    assert settings.workers == (os.cpu_count() or 1)
+    assert settings.workers == default_workers()  # measured per machine: docs/deployment.md
     assert settings.run_scheduler is True and settings.insecure is False
 
 
@@ -121,6 +122,14 @@ async def test_health_says_which_sandbox_confines_the_workers(make_client: Clien
     assert (await off.json())["sandbox"] == "none"
     auto = await (await make_client(sandbox="auto")).get("/health")
     assert (await auto.json())["sandbox"] == ("bubblewrap" if bubblewrap_works() else "none")
+
+
+async def test_health_names_the_browser_build_runs_use(client: Client) -> None:
+    body = await (await client.get("/health")).json()
+
+    # this machine (and CI) has Debian's chromium-headless-shell, which discovery prefers
+    assert body["browser"] == "ok"
+    assert body["browserBuild"].startswith("chromium-headless-shell ")
 
 
 async def test_health_reports_an_unreachable_database(make_client: ClientFactory, settings: Settings) -> None:

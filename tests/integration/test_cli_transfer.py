@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from alembic.script import ScriptDirectory
 
-from scenariokit.migrations import alembic_config
+from scenariokit.migrations import head_revision
 from scenariokit.services import Services
 from scenariokit.storage import open_store
 
@@ -85,8 +84,7 @@ def test_a_bad_import_exits_2_naming_the_document_and_changes_nothing(
 
 def test_db_current_reports_the_revision(source_db: tuple[str, str]) -> None:
     result = cli("db", "current", "--database-url", source_db[0])
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert result.returncode == 0 and result.stdout.strip() == f"database at revision {head}"
+    assert result.returncode == 0 and str(head_revision()) in result.stdout
 
 
 def test_db_current_of_a_missing_file_creates_nothing(tmp_path: Path) -> None:

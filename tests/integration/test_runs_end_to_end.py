@@ -7,10 +7,11 @@ import time
 from typing import Any
 from typing import Any as Site  # the site fixture (tests/integration/conftest.py)
 
+import attrs
 import pytest
 
 import scenariokit
-from scenariokit.domain.model import RunErrorKind, RunStatus, SessionStatus
+from scenariokit.domain.model import RunErrorKind, RunStatus, SessionStatus, StepStatus
 from scenariokit.views import session_json
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -218,3 +219,37 @@ async def test_a_finished_runs_log_holds_every_line_even_when_log_writes_are_slo
 
     assert result.run.status is RunStatus.PASS, result.run.error
     assert [line.message for line in result.logs.items if line.level == "info"] == ["slow line"]
+
+
+async def test_every_run_keeps_its_timeline_phase_by_phase(kit: scenariokit.Kit, site: Site) -> None:
+    env = await _env(kit, site)
+    scenario = await kit.scenarios.create(
+        {
+            "name": "timed",
+            "steps": [
+                {"execCode": "await page.goto(helpers.getEnvUrl())"},
+                {"execCode": "await expect(page.get_by_text(helpers.env['greeting'])).to_be_visible()"},
+                {"execCode": "assert False, 'stop here'"},
+                {"execCode": "log('never')"},
+            ],
+        }
+    )
+    result = await kit.run(scenario.id, environment_id=env.id, timeout=60)
+    timings = result.run.timings
+
+    assert result.run.status is RunStatus.FAIL and timings is not None
+    phases = attrs.asdict(timings, recurse=False)
+    del phases["steps"], phases["browser_close_ms"]  # the browser closes after the outcome is stored
+    assert all(isinstance(ms, int) and ms >= 0 for ms in phases.values()), phases
+    ran = [r for r in result.run.step_results if r.status is not StepStatus.SKIPPED]
+    assert [(t.step_id, t.order) for t in timings.steps] == [(r.step_id, r.order) for r in ran]
+    assert [t.duration_ms for t in timings.steps] == [r.duration_ms for r in ran]
+    assert len(timings.steps) == 3 and all(t.duration_ms >= 0 for t in timings.steps)
+
+    deadline = time.monotonic() + 30
+    while (closed := (await kit.runs.get(result.run.id)).run.timings) and closed.browser_close_ms is None:
+        assert time.monotonic() < deadline, "the browser close never reached the run's timings"
+        await asyncio.sleep(0.1)
+    assert closed is not None and closed.browser_close_ms is not None and closed.browser_close_ms >= 0
+    # the close adds to the timings and changes nothing else
+    assert attrs.evolve(closed, browser_close_ms=None) == attrs.evolve(timings, browser_close_ms=None)

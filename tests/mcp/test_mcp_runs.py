@@ -54,6 +54,11 @@ async def test_a_scenario_runs_to_pass_and_its_log_is_searchable(
         messages = [line["message"] for line in run["logs"]["items"]]
         assert any("saw the greeting on Hello page" in message for message in messages)
 
+        timings = run["timings"]
+        assert [t["stepId"] for t in timings["steps"]] == [r["stepId"] for r in run["stepResults"]]
+        phases = {name: ms for name, ms in timings.items() if name not in ("steps", "browserCloseMs")}
+        assert all(isinstance(ms, int) and ms >= 0 for ms in phases.values()), phases
+
         filtered = await transcript.call(mcp, "get_run", runId=run["id"], q="RUN BY")
         assert [line["message"] for line in filtered["logs"]["items"]] == ["run by ada"]
         assert filtered["logs"]["total"] == 1

@@ -1,4 +1,4 @@
-"""Browser discovery: explicit choices first, then what is installed; errors name what was tried."""
+"""Browser discovery: explicit choices, then the headless shell, then Chromium; errors say what was tried."""
 
 from __future__ import annotations
 
@@ -11,15 +11,17 @@ from scenariokit.domain.errors import BrowserUnavailable
 from scenariokit.runner.browser import (
     DEFAULT_ARGS,
     BrowserConfig,
+    browser_build,
     browser_status,
     discover_browser,
+    playwright_browser_path,
     playwright_chromium_path,
 )
 
 
-def executable(path: Path) -> Path:
+def executable(path: Path, version: str = "Chromium 1.2.3.4") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n")
+    path.write_text(f"#!/bin/sh\necho '{version}'\n")
     path.chmod(0o755)
     return path
 
@@ -36,45 +38,110 @@ def test_remote_browser_server_wins_over_everything(no_playwright_browser: dict[
     assert discover_browser(env) == BrowserConfig(ws_endpoint="ws://127.0.0.1:3000/pw")
 
 
-def test_a_configured_path_wins_over_playwrights_own_chromium(
+def test_a_configured_path_wins_over_every_installed_build(
+    no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    executable(playwright_browser_path("chromium-headless-shell", no_playwright_browser))
+    executable(playwright_chromium_path(no_playwright_browser))
+    executable(tmp_path / "empty-bin" / "chromium-headless-shell")
+    custom = executable(tmp_path / "custom" / "chrome")
+    env = {**no_playwright_browser, "SCENARIOKIT_BROWSER_PATH": str(custom)}
+
+    assert discover_browser(env).executable == str(custom)
+    assert discover_browser(env, headless=False).executable == str(custom)
+
+
+def test_headless_runs_prefer_playwrights_headless_shell(
+    no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    shell = executable(playwright_browser_path("chromium-headless-shell", no_playwright_browser))
+    executable(playwright_chromium_path(no_playwright_browser))
+    executable(tmp_path / "empty-bin" / "chromium-headless-shell")
+    executable(tmp_path / "empty-bin" / "chromium")
+
+    found = discover_browser(no_playwright_browser)
+
+    assert found.executable == str(shell) and found.kind == "chromium-headless-shell"
+    assert Path(shell).parent.parent.name.startswith("chromium_headless_shell-")
+
+
+def test_the_headless_shell_on_path_comes_before_full_chromium(
     no_playwright_browser: dict[str, str], tmp_path: Path
 ) -> None:
     executable(playwright_chromium_path(no_playwright_browser))
-    custom = executable(tmp_path / "custom" / "chrome")
+    shell = executable(tmp_path / "empty-bin" / "chromium-headless-shell")
 
-    assert discover_browser(
-        {**no_playwright_browser, "SCENARIOKIT_BROWSER_PATH": str(custom)}
-    ).executable == str(custom)
+    found = discover_browser(no_playwright_browser)
+
+    assert found.executable == str(shell) and found.headless is True
 
 
-def test_playwrights_own_chromium_comes_before_the_system_browser(
+def test_another_playwright_revision_of_the_headless_shell_is_used(
+    no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    root = Path(no_playwright_browser["PLAYWRIGHT_BROWSERS_PATH"])
+    executable(root / "chromium_headless_shell-1100" / "chrome-linux" / "headless_shell")
+    newer = executable(
+        root / "chromium_headless_shell-1200" / "chrome-headless-shell-linux64" / "chrome-headless-shell"
+    )
+    executable(tmp_path / "empty-bin" / "chromium-headless-shell")
+
+    assert discover_browser(no_playwright_browser).executable == str(newer)
+
+
+def test_headed_runs_use_full_chromium_even_with_a_headless_shell_installed(
+    no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    executable(playwright_browser_path("chromium-headless-shell", no_playwright_browser))
+    executable(tmp_path / "empty-bin" / "chromium-headless-shell")
+    system = executable(tmp_path / "empty-bin" / "chromium")
+
+    found = discover_browser(no_playwright_browser, headless=False)
+
+    assert found.executable == str(system) and found.headless is False and found.kind == "chromium"
+    assert found.launch_options()["headless"] is False
+
+
+def test_headed_runs_prefer_playwrights_chromium_to_the_systems(
     no_playwright_browser: dict[str, str], tmp_path: Path
 ) -> None:
     own = executable(playwright_chromium_path(no_playwright_browser))
     executable(tmp_path / "empty-bin" / "chromium")
 
-    assert discover_browser(no_playwright_browser).executable == str(own)
-    assert str(own).startswith(no_playwright_browser["PLAYWRIGHT_BROWSERS_PATH"])
+    assert discover_browser(no_playwright_browser, headless=False).executable == str(own)
 
 
-def test_system_chromium_on_path_is_the_last_resort(
+def test_a_headless_shell_alone_does_not_serve_headed_runs(
+    no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    executable(tmp_path / "empty-bin" / "chromium-headless-shell")
+
+    with pytest.raises(BrowserUnavailable, match="no browser found for headed runs") as caught:
+        discover_browser(no_playwright_browser, headless=False)
+    assert "chromium-headless-shell on PATH" not in str(caught.value)
+
+
+def test_full_chromium_serves_headless_runs_when_there_is_no_headless_shell(
     no_playwright_browser: dict[str, str], tmp_path: Path
 ) -> None:
     system = executable(tmp_path / "empty-bin" / "chromium-browser")
 
-    assert discover_browser(no_playwright_browser).executable == str(system)
+    found = discover_browser(no_playwright_browser)
+
+    assert found.executable == str(system) and found.kind == "chromium"
 
 
 def test_a_configured_path_that_is_no_executable_is_refused_not_replaced(
     no_playwright_browser: dict[str, str], tmp_path: Path
 ) -> None:
-    executable(tmp_path / "empty-bin" / "chromium")
+    executable(tmp_path / "empty-bin" / "chromium-headless-shell")
     env = {**no_playwright_browser, "SCENARIOKIT_BROWSER_PATH": "/nowhere/chrome"}
 
     refused = "SCENARIOKIT_BROWSER_PATH=/nowhere/chrome is not an executable"
     with pytest.raises(BrowserUnavailable, match=refused):
         discover_browser(env)
     assert browser_status(env) == "missing"
+    assert browser_build(env) is None
 
 
 def test_no_browser_anywhere_names_every_place_tried(no_playwright_browser: dict[str, str]) -> None:
@@ -82,14 +149,31 @@ def test_no_browser_anywhere_names_every_place_tried(no_playwright_browser: dict
         discover_browser(no_playwright_browser)
 
     message = str(caught.value)
+    root = no_playwright_browser["PLAYWRIGHT_BROWSERS_PATH"]
+    assert "SCENARIOKIT_BROWSER_WS (not set)" in message
     assert "SCENARIOKIT_BROWSER_PATH (not set)" in message
-    assert "Playwright's Chromium" in message
+    assert f"Playwright's chromium-headless-shell ({root}/chromium_headless_shell-*)" in message
+    assert "chromium-headless-shell on PATH" in message
+    assert f"Playwright's chromium ({root}/chromium-*)" in message
     assert "chromium, chromium-browser, google-chrome on PATH" in message
+    assert "apt-get install chromium-headless-shell" in message
     assert browser_status(no_playwright_browser) == "missing"
 
 
-def test_browser_status_is_ok_with_the_machines_browser() -> None:
+def test_the_build_in_use_is_named_with_its_version(
+    no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    shell = executable(tmp_path / "empty-bin" / "chromium-headless-shell", "Chromium 156.0.8078.79")
+
+    assert browser_build(no_playwright_browser) == f"chromium-headless-shell 156.0.8078.79 ({shell})"
+
+
+def test_the_machines_browser_is_the_headless_shell() -> None:
+    """This machine has Debian's chromium-headless-shell (CI installs it): runs use it."""
     assert browser_status() == "ok"
+    assert discover_browser().kind == "chromium-headless-shell"
+    build = browser_build()
+    assert build is not None and build.startswith("chromium-headless-shell ")
 
 
 def test_launch_flags_add_no_sandbox_for_root_and_keep_extra_args() -> None:
@@ -100,3 +184,4 @@ def test_launch_flags_add_no_sandbox_for_root_and_keep_extra_args() -> None:
     assert options["executable_path"] == "/usr/bin/chromium" and options["headless"] is True
     assert options["args"][-len(DEFAULT_ARGS) - 1 :] == [*DEFAULT_ARGS, "--lang=de"]
     assert ("--no-sandbox" in options["args"]) == (os.geteuid() == 0)
+    assert "--disable-background-networking" in options["args"]

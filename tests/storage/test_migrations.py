@@ -5,13 +5,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 
 from scenariokit.adapters.sqlalchemy import SqlStore
 from scenariokit.adapters.sqlalchemy.tables import metadata
-from scenariokit.migrations import alembic_config
-
-HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
+from scenariokit.migrations import head_revision
 
 
 def _diff(connection: sa.Connection) -> list[object]:
@@ -20,11 +17,15 @@ def _diff(connection: sa.Connection) -> list[object]:
 
 
 async def test_migrated_schema_matches_the_tables(store: SqlStore) -> None:
-    assert await store.current_revision() == HEAD
+    assert await store.current_revision() == head_revision()
     async with store.engine.connect() as conn:
         assert await conn.run_sync(_diff) == []
 
 
+def test_the_head_revision_is_the_newest_migration() -> None:
+    assert head_revision() == "0003_run_timings"
+
+
 async def test_upgrade_is_idempotent(store: SqlStore) -> None:
     await store.upgrade()
-    assert await store.current_revision() == HEAD
+    assert await store.current_revision() == head_revision()

@@ -388,6 +388,45 @@ class StepResult:
 
 
 @attrs.frozen
+class StepTiming:
+    """How long one step of a run took, in milliseconds."""
+
+    step_id: uuid.UUID
+    order: int
+    duration_ms: int
+
+
+@attrs.frozen
+class RunTimings:
+    """Where a run's time went, phase by phase, in whole milliseconds (docs/rest.md, "Run timings").
+
+    A phase the run did not go through (no browser close for a held session, no browser for a run that
+    never reached a worker) is None. Phases follow each other, so their sum is the run's wall time.
+    """
+
+    #: created → a scheduler started to claim it
+    queued_ms: int | None = None
+    #: the claim: lease taken and everything the run needs read from the store
+    claim_ms: int | None = None
+    #: claimed → the worker process started on it (waiting for a free worker included)
+    job_to_worker_ms: int | None = None
+    #: the worker had a fresh browser (near 0 when a browser launched ahead was ready)
+    browser_ready_ms: int | None = None
+    #: a new browser context and page
+    context_and_page_ms: int | None = None
+    #: the first step's start → the last step's end
+    steps_ms: int | None = None
+    #: each step that ran
+    steps: tuple[StepTiming, ...] = ()
+    #: after the steps: failure screenshot, trace, saved session, and the report to the scheduler
+    after_steps_ms: int | None = None
+    #: what the scheduler spent writing the run's progress (step results, log lines) while it ran
+    store_writes_ms: int | None = None
+    #: closing the run's browser after its outcome was stored (it delays no result)
+    browser_close_ms: int | None = None
+
+
+@attrs.frozen
 class Run:
     """One execution of a scenario against an environment, in its own fresh browser."""
 
@@ -405,6 +444,8 @@ class Run:
     created_at: datetime = attrs.field(factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    #: the run's timeline, once a scheduler executed it
+    timings: RunTimings | None = None
 
     @property
     def duration_ms(self) -> int | None:

@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 HERE = Path(__file__).parent
 
@@ -29,3 +30,8 @@ def upgrade_connection(connection: sa.Connection) -> None:
 def current_revision(connection: sa.Connection) -> str | None:
     """The revision the database is at."""
     return MigrationContext.configure(connection).get_current_revision()
+
+
+def head_revision() -> str | None:
+    """The newest revision these migrations define: what ``upgrade`` brings a database to."""
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()

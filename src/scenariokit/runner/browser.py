@@ -1,18 +1,27 @@
 """Finding the browser a run uses, and how to start it.
 
-Discovery order (CONTRACT.md section 6): ``SCENARIOKIT_BROWSER_WS`` connects to a remote Playwright
-browser server instead of launching; otherwise Playwright's own installed Chromium when its executable
-exists, else ``SCENARIOKIT_BROWSER_PATH``, else a system ``chromium`` / ``chromium-browser`` /
-``google-chrome`` on ``PATH``. Finding none raises :class:`BrowserUnavailable` naming every place tried.
+Discovery order (CONTRACT.md section 6, docs/deployment.md "Workers and browsers"):
+``SCENARIOKIT_BROWSER_WS`` connects to a remote Playwright browser server instead of launching; else
+``SCENARIOKIT_BROWSER_PATH``, an explicit choice; else, for headless runs, Chromium's headless shell
+(Playwright's ``chromium_headless_shell-*`` install, else ``chromium-headless-shell`` on ``PATH``), then
+full Chromium (Playwright's ``chromium-*`` install, else ``chromium`` on ``PATH``). Headed runs skip the
+headless shell, which cannot show a window. Finding none raises :class:`BrowserUnavailable` naming
+every place tried.
+
+The headless shell is the build Playwright itself runs for headless by default: without the browser
+UI it starts in a third of the time and closes faster, which is most of a short run's cost.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,9 +31,15 @@ from scenariokit.domain.errors import BrowserUnavailable
 
 BROWSER_PATH_ENV = "SCENARIOKIT_BROWSER_PATH"
 BROWSER_WS_ENV = "SCENARIOKIT_BROWSER_WS"
+HEADLESS_SHELL_NAMES = ("chromium-headless-shell",)
 SYSTEM_BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
-#: Flags every launch gets: no GPU, and none of the background traffic a test run has no use for.
+#: What kind of build a :class:`BrowserConfig` launches.
+BrowserKind = Literal["chromium-headless-shell", "chromium", "configured", "remote"]
+
+#: Flags every launch gets, on top of Playwright's own (which already turn off background networking,
+#: component updates, crash reports and the sandbox): no GPU, and none of the first-run or sync traffic
+#: a machine without a network would wait on. The headless shell takes them all.
 DEFAULT_ARGS = (
     "--disable-gpu",
     "--disable-background-networking",
@@ -33,17 +48,32 @@ DEFAULT_ARGS = (
     "--no-first-run",
 )
 
-#: Where Playwright keeps Chromium inside ``chromium-<revision>/`` on each platform.
-_PLAYWRIGHT_CHROMIUM_LAYOUTS = (
-    ("chrome-linux64", "chrome"),
-    ("chrome-linux-arm64", "chrome"),
-    ("chrome-linux", "chrome"),
-    ("chrome-mac-arm64", "Google Chrome for Testing.app", "Contents", "MacOS", "Google Chrome for Testing"),
-    ("chrome-mac-x64", "Google Chrome for Testing.app", "Contents", "MacOS", "Google Chrome for Testing"),
-    ("chrome-mac", "Chromium.app", "Contents", "MacOS", "Chromium"),
-    ("chrome-win64", "chrome.exe"),
-    ("chrome-win", "chrome.exe"),
-)
+_CHROME_FOR_TESTING_MAC = ("Google Chrome for Testing.app", "Contents", "MacOS", "Google Chrome for Testing")
+
+#: Where Playwright keeps each build inside its ``<name>-<revision>/`` folder, per platform; the
+#: ``chrome-linux``/``headless_shell`` layouts are those of Playwright releases before 1.50.
+_PLAYWRIGHT_LAYOUTS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "chromium": (
+        ("chrome-linux64", "chrome"),
+        ("chrome-linux-arm64", "chrome"),
+        ("chrome-linux", "chrome"),
+        ("chrome-mac-arm64", *_CHROME_FOR_TESTING_MAC),
+        ("chrome-mac-x64", *_CHROME_FOR_TESTING_MAC),
+        ("chrome-mac", "Chromium.app", "Contents", "MacOS", "Chromium"),
+        ("chrome-win64", "chrome.exe"),
+        ("chrome-win", "chrome.exe"),
+    ),
+    "chromium-headless-shell": (
+        ("chrome-headless-shell-linux64", "chrome-headless-shell"),
+        ("chrome-headless-shell-linux-arm64", "chrome-headless-shell"),
+        ("chrome-linux", "headless_shell"),
+        ("chrome-headless-shell-mac-arm64", "chrome-headless-shell"),
+        ("chrome-headless-shell-mac-x64", "chrome-headless-shell"),
+        ("chrome-mac", "headless_shell"),
+        ("chrome-headless-shell-win64", "chrome-headless-shell.exe"),
+        ("chrome-win", "headless_shell.exe"),
+    ),
+}
 
 
 @attrs.frozen
@@ -55,6 +85,8 @@ class BrowserConfig:
     headless: bool = True
     #: flags added after :data:`DEFAULT_ARGS` (and ``--no-sandbox`` when running as root)
     args: tuple[str, ...] = ()
+    #: which build discovery found, for logs and ``/health``
+    kind: BrowserKind = attrs.field(default="configured", eq=False)
 
     @property
     def launch_args(self) -> list[str]:
@@ -70,7 +102,7 @@ class BrowserConfig:
         """One line saying which browser this is, for logs."""
         if self.ws_endpoint:
             return f"remote browser at {self.ws_endpoint}"
-        return f"Chromium at {self.executable}"
+        return f"{self.kind} at {self.executable}"
 
 
 def _running_as_root() -> bool:
@@ -78,28 +110,75 @@ def _running_as_root() -> bool:
     return geteuid is not None and geteuid() == 0
 
 
-def playwright_chromium_path(env: Mapping[str, str] = os.environ) -> Path:
-    """Where Playwright's own ``playwright install chromium`` puts the executable (it may be absent)."""
+def _playwright_package() -> Path:
     import playwright
 
-    package = Path(playwright.__file__).parent / "driver" / "package"
-    revision = _chromium_revision(package / "browsers.json")
+    return Path(playwright.__file__).parent / "driver" / "package"
+
+
+def playwright_browser_path(name: str = "chromium", env: Mapping[str, str] = os.environ) -> Path:
+    """Where ``playwright install`` puts the executable of ``name`` for this Playwright (it may be absent).
+
+    ``name`` is ``chromium`` or ``chromium-headless-shell``.
+    """
+    package = _playwright_package()
+    folder = _playwright_browsers_root(env, package) / _folder_name(name, _revision(package, name))
+    return _executable_in(folder, name) or folder.joinpath(*_PLAYWRIGHT_LAYOUTS[name][0])
+
+
+def playwright_chromium_path(env: Mapping[str, str] = os.environ) -> Path:
+    """Where Playwright's own ``playwright install chromium`` puts the executable (it may be absent)."""
+    return playwright_browser_path("chromium", env)
+
+
+def installed_playwright_browsers(name: str, env: Mapping[str, str] = os.environ) -> Iterator[Path]:
+    """Executables of ``name`` that Playwright installed: this Playwright's revision first, then the others.
+
+    Another Playwright on the machine may have installed another revision; it drives this one too (as
+    Debian's build does), so it beats falling back to a slower build.
+    """
+    package = _playwright_package()
     root = _playwright_browsers_root(env, package)
-    folder = root / f"chromium-{revision}"
-    for layout in _PLAYWRIGHT_CHROMIUM_LAYOUTS:
-        candidate = folder.joinpath(*layout)
-        if candidate.exists():
-            return candidate
-    return folder.joinpath(*_PLAYWRIGHT_CHROMIUM_LAYOUTS[0])
-
-
-def _chromium_revision(browsers_json: Path) -> str:
+    own = root / _folder_name(name, _revision(package, name))
+    prefix = _folder_name(name, "")
     try:
-        manifest = json.loads(browsers_json.read_text())
+        others = [p for p in root.iterdir() if p.name.startswith(prefix) and p != own]
+    except OSError:
+        others = []
+    others.sort(key=lambda p: _revision_number(p.name[len(prefix) :]), reverse=True)
+    for folder in (own, *others):
+        found = _executable_in(folder, name)
+        if found is not None:
+            yield found
+
+
+def _folder_name(name: str, revision: str) -> str:
+    return f"{name.replace('-', '_')}-{revision}"
+
+
+def _revision_number(text: str) -> int:
+    return int(text) if text.isdigit() else -1
+
+
+def _executable_in(folder: Path, name: str) -> Path | None:
+    for layout in _PLAYWRIGHT_LAYOUTS[name]:
+        candidate = folder.joinpath(*layout)
+        if _is_executable(candidate):
+            return candidate
+    return None
+
+
+def _is_executable(path: Path | str) -> bool:
+    return Path(path).is_file() and os.access(path, os.X_OK)
+
+
+def _revision(package: Path, name: str) -> str:
+    try:
+        manifest = json.loads((package / "browsers.json").read_text())
     except (OSError, ValueError):
         return "unknown"
     for browser in manifest.get("browsers", []):
-        if browser.get("name") == "chromium":
+        if browser.get("name") == name:
             return str(browser.get("revision", "unknown"))
     return "unknown"
 
@@ -117,39 +196,49 @@ def _playwright_browsers_root(env: Mapping[str, str], package: Path) -> Path:
     return Path(env.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ms-playwright"
 
 
-def discover_browser(env: Mapping[str, str] = os.environ) -> BrowserConfig:
-    """The browser runs use: a remote server, the configured executable, Playwright's own, the system's.
+def discover_browser(env: Mapping[str, str] = os.environ, *, headless: bool = True) -> BrowserConfig:
+    """The browser runs use: a remote server, the configured executable, else the fastest one installed.
 
     ``SCENARIOKIT_BROWSER_WS`` and ``SCENARIOKIT_BROWSER_PATH`` are explicit choices, so they win over
     what happens to be installed, and a configured path that is not an executable is an error rather
-    than a silent fall-back to another browser. Raises :class:`BrowserUnavailable` naming every place
-    tried when there is none.
+    than a silent fall-back to another browser. Headless runs prefer the headless shell; ``headless=False``
+    looks for full Chromium only. Raises :class:`BrowserUnavailable` naming every place tried.
     """
     ws_endpoint = env.get(BROWSER_WS_ENV)
     if ws_endpoint:
-        return BrowserConfig(ws_endpoint=ws_endpoint)
+        return BrowserConfig(ws_endpoint=ws_endpoint, headless=headless, kind="remote")
     configured = env.get(BROWSER_PATH_ENV)
     if configured:
-        if Path(configured).is_file() and os.access(configured, os.X_OK):
-            return BrowserConfig(executable=configured)
+        if _is_executable(configured):
+            return BrowserConfig(executable=configured, headless=headless, kind="configured")
         raise BrowserUnavailable(
             f"{BROWSER_PATH_ENV}={configured} is not an executable file: point it at a Chromium executable "
-            "or unset it to use Playwright's own Chromium or the system's"
+            "or unset it to use the headless shell or Chromium installed on this machine"
         )
-    tried = [f"{BROWSER_PATH_ENV} (not set)"]
-    own = playwright_chromium_path(env)
-    if own.is_file():
-        return BrowserConfig(executable=str(own))
-    tried.append(f"Playwright's Chromium ({own})")
+    tried = [f"{BROWSER_WS_ENV} (not set)", f"{BROWSER_PATH_ENV} (not set)"]
     search_path = env.get("PATH", os.defpath)
-    for name in SYSTEM_BROWSERS:
-        found = shutil.which(name, path=search_path)
-        if found:
-            return BrowserConfig(executable=found)
-    tried.append(f"{', '.join(SYSTEM_BROWSERS)} on PATH")
+    kinds: list[tuple[BrowserKind, tuple[str, ...]]] = [("chromium", SYSTEM_BROWSERS)]
+    if headless:
+        kinds.insert(0, ("chromium-headless-shell", HEADLESS_SHELL_NAMES))
+    for kind, names in kinds:
+        own = next(installed_playwright_browsers(kind, env), None)
+        if own is not None:
+            return BrowserConfig(executable=str(own), headless=headless, kind=kind)
+        root = _playwright_browsers_root(env, _playwright_package())
+        tried.append(f"Playwright's {kind} ({root / _folder_name(kind, '*')})")
+        for name in names:
+            found = shutil.which(name, path=search_path)
+            if found:
+                return BrowserConfig(executable=found, headless=headless, kind=kind)
+        tried.append(f"{', '.join(names)} on PATH")
+    install = "`apt-get install chromium-headless-shell` (Debian) or `playwright install chromium`"
+    if not headless:
+        install = "`apt-get install chromium` (Debian) or `playwright install chromium`"
     raise BrowserUnavailable(
-        "no browser found; tried " + "; ".join(tried) + ". Install one with `playwright install chromium`, "
-        f"set {BROWSER_PATH_ENV} to a Chromium executable, or set {BROWSER_WS_ENV} to a Playwright server."
+        f"no browser found for {'headless' if headless else 'headed'} runs; tried "
+        + "; ".join(tried)
+        + f". Install one with {install}, set {BROWSER_PATH_ENV} to a Chromium executable, "
+        f"or set {BROWSER_WS_ENV} to a Playwright server."
     )
 
 
@@ -160,3 +249,42 @@ def browser_status(env: Mapping[str, str] = os.environ) -> Literal["ok", "missin
     except BrowserUnavailable:
         return "missing"
     return "ok"
+
+
+def browser_build(env: Mapping[str, str] = os.environ) -> str | None:
+    """Which build runs use, for ``/health``: ``"chromium-headless-shell 156.0.8078.79 (/usr/bin/…)"``.
+
+    None when there is none. The version is what the executable says (asked once per executable and
+    modification time, so a polled ``/health`` does not start a process each time).
+    """
+    try:
+        config = discover_browser(env)
+    except BrowserUnavailable:
+        return None
+    if config.executable is None:
+        return f"remote ({config.ws_endpoint})"
+    kind = config.kind
+    if kind == "configured":
+        kind = "chromium-headless-shell" if "headless" in Path(config.executable).name else "chromium"
+    try:
+        stamp = os.stat(config.executable).st_mtime_ns
+    except OSError:
+        stamp = 0
+    version = _executable_version(config.executable, stamp)
+    return f"{kind} {version} ({config.executable})" if version else f"{kind} ({config.executable})"
+
+
+_VERSION = re.compile(r"\d+(?:\.\d+){1,3}")
+
+
+@functools.lru_cache(maxsize=8)
+def _executable_version(executable: str, stamp: int) -> str | None:
+    """The version number ``executable --version`` prints (``stamp`` keys the cache to the file's mtime)."""
+    try:
+        done = subprocess.run(
+            [executable, "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = _VERSION.search(done.stdout)
+    return match.group(0) if match else None

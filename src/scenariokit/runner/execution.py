@@ -99,6 +99,8 @@ class RunExecution:
         self._report = report
         self._stop = asyncio.Event()
         self._current: StepJob | None = None
+        #: when the run reached each point (job.RUN_MARKS), sent with its outcome for the run's timings
+        self._marks: dict[str, datetime] = {}
 
     def cancel(self) -> None:
         """Stop the run at once; it fails with kind ``cancelled``."""
@@ -115,17 +117,18 @@ class RunExecution:
         as the session to hold when the run saved its session, else as the browser to close.
         """
         job = self.job
-        started = utcnow()
+        started = self._mark("received")
         problems = check_syntax(job.steps)
         if problems:
             outcome = syntax_failure(job, problems[0], started)
             self._log("error", outcome.error.message if outcome.error else "syntax error")
-            self._report(outcome)
+            self._report_outcome(outcome)
             return RunEnd()
         if self._hooks.problem:
             self._log("warning", self._hooks.problem)
         try:
             browser = await self._open_browser(job)
+            self._mark("browserReady")
         except Exception as exc:
             self._fail_outside_steps(started, f"could not start the browser: {type(exc).__name__}: {exc}")
             return RunEnd()
@@ -134,7 +137,7 @@ class RunExecution:
             outcome = await self._run_steps(browser, context, started)
             cancelled = outcome.error is not None and outcome.error.kind is RunErrorKind.CANCELLED
             keep = job.save_session and not cancelled and await self._save_session(context)
-            self._report(outcome)
+            self._report_outcome(outcome)
         except Exception as exc:
             self._fail_outside_steps(started, f"run setup failed: {type(exc).__name__}: {exc}")
             return RunEnd(browser=browser)
@@ -143,7 +146,15 @@ class RunExecution:
     def _fail_outside_steps(self, started: datetime, message: str) -> None:
         self._log("error", message)
         error = RunError(kind=RunErrorKind.ERROR, message=message)
-        self._report(finished_run(self.job, [], started, error))
+        self._report_outcome(finished_run(self.job, [], started, error))
+
+    def _mark(self, point: str) -> datetime:
+        self._marks[point] = now = utcnow()
+        return now
+
+    def _report_outcome(self, outcome: RunFinished) -> None:
+        self._mark("reported")
+        self._report(attrs.evolve(outcome, marks=dict(self._marks)))
 
     def _trace_mode(self) -> str:
         """The run's trace mode: ``on-failure`` records no trace of a run with linked credentials.
@@ -167,6 +178,7 @@ class RunExecution:
         if trace != "off":
             await context.tracing.start(screenshots=True, snapshots=True)
         page = await context.new_page()
+        self._mark("pageReady")
         namespace = StepNamespace(
             page=page,
             context=context,

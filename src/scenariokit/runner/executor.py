@@ -32,6 +32,7 @@ from scenariokit.domain.model import RunErrorKind, utcnow
 from scenariokit.runner.browser import BrowserConfig, discover_browser
 from scenariokit.runner.job import (
     ArtifactSaved,
+    BrowserClosed,
     LogEvent,
     RunEvent,
     RunFinished,
@@ -62,6 +63,7 @@ logger = logging.getLogger(__name__)
 
 EventCallback = Callable[[RunEvent], Awaitable[None]]
 SessionCallback = Callable[[SessionReleased], Awaitable[None]]
+ClosedCallback = Callable[[BrowserClosed], Awaitable[None]]
 
 #: seconds a worker gets to close its browsers on shutdown before it is killed
 SHUTDOWN_GRACE_SECONDS = 5.0
@@ -95,6 +97,7 @@ class WorkerPool:
         session_keepalive: float = 600.0,
         on_session_released: SessionCallback | None = None,
         sandbox: SandboxConfig | None = None,
+        on_browser_closed: ClosedCallback | None = None,
     ) -> None:
         self.size = max(1, size if size is not None else (os.cpu_count() or 1))
         self._browser = browser
@@ -104,6 +107,7 @@ class WorkerPool:
         #: what confines the workers once started: ``"bubblewrap"`` or ``"none"``
         self.sandbox_kind: SandboxKind | None = None
         self._pool_dir: Path | None = None
+        self._on_browser_closed = on_browser_closed
         self._workers: set[WorkerHandle] = set()
         self._idle: asyncio.Queue[WorkerHandle] | None = None
         self._slots = asyncio.Semaphore(self.size)
@@ -227,6 +231,10 @@ class WorkerPool:
             if report.run_id not in worker.sessions:
                 return  # a worker speaks only for the sessions it holds
             task = asyncio.ensure_future(self._session_closed(report))
+            self._callbacks.add(task)
+            task.add_done_callback(self._callbacks.discard)
+        elif isinstance(report, BrowserClosed) and self._on_browser_closed is not None:
+            task = asyncio.ensure_future(self._on_browser_closed(report))
             self._callbacks.add(task)
             task.add_done_callback(self._callbacks.discard)
         elif isinstance(report, WorkerGone):

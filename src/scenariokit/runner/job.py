@@ -129,6 +129,13 @@ class RunFinished:
     step_results: tuple[StepResult, ...]
     started_at: datetime
     finished_at: datetime
+    #: when the worker reached each point of the run (:data:`RUN_MARKS`); the scheduler turns them into
+    #: the run's timings. Empty for an outcome the parent decided (a killed worker).
+    marks: dict[str, datetime] = attrs.field(factory=dict)
+
+
+#: The points a worker marks in :attr:`RunFinished.marks`, in the order a run passes them.
+RUN_MARKS = ("received", "browserReady", "pageReady", "reported")
 
 
 RunEvent = LogEvent | StepStarted | StepFinished | ArtifactSaved | SessionSaved | RunFinished
@@ -144,3 +151,16 @@ class SessionReleased:
 
     run_id: uuid.UUID
     reason: str = "released"
+
+
+@attrs.frozen
+class BrowserClosed:
+    """A finished run's browser was closed (from ``started_at`` to ``finished_at``).
+
+    Not a :data:`RunEvent`: the browser closes after the run's outcome is reported, so closing delays
+    no result; it arrives through the pool's ``on_browser_closed`` callback, for the run's timings.
+    """
+
+    run_id: uuid.UUID
+    started_at: datetime
+    finished_at: datetime

@@ -20,6 +20,7 @@ import attrs
 
 from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
 from scenariokit.runner.job import (
+    BrowserClosed,
     LogEvent,
     RunEvent,
     RunFinished,
@@ -80,7 +81,7 @@ class RunReport:
     event: RunEvent
 
 
-Report = WorkerReady | RunReport | SessionReleased
+Report = WorkerReady | RunReport | SessionReleased | BrowserClosed
 
 #: the largest report the parent reads (a saved session's storage state is the big one)
 MAX_REPORT_BYTES = 64 * 1024 * 1024
@@ -95,6 +96,7 @@ _REPORT_CLASSES = {
     ("scenariokit.runner.job", "SessionSaved"),
     ("scenariokit.runner.job", "RunFinished"),
     ("scenariokit.runner.job", "SessionReleased"),
+    ("scenariokit.runner.job", "BrowserClosed"),
     ("scenariokit.domain.model", "StepResult"),
     ("scenariokit.domain.model", "RunError"),
     ("scenariokit.domain.model", "RunErrorKind"),
@@ -127,7 +129,7 @@ def decode_report(data: bytes) -> Report:
         raise
     except Exception as exc:
         raise UnreadableReport(f"{type(exc).__name__}: {exc}") from None
-    if not isinstance(report, WorkerReady | RunReport | SessionReleased):
+    if not isinstance(report, WorkerReady | RunReport | SessionReleased | BrowserClosed):
         raise UnreadableReport(f"not a report: {type(report).__name__}")
     if isinstance(report, RunReport) and isinstance(report.event, LogEvent):
         event = report.event

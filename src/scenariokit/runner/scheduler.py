@@ -19,11 +19,20 @@ from typing import Any
 import attrs
 
 from scenariokit.domain.errors import BrowserUnavailable
-from scenariokit.domain.model import RunError, RunErrorKind, RunLogEntry, StepResult, StepStatus, utcnow
+from scenariokit.domain.model import (
+    RunError,
+    RunErrorKind,
+    RunLogEntry,
+    RunTimings,
+    StepResult,
+    StepStatus,
+    utcnow,
+)
 from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.executor import WorkerPool
 from scenariokit.runner.job import (
     ArtifactSaved,
+    BrowserClosed,
     LogEvent,
     RunEvent,
     RunFinished,
@@ -33,6 +42,7 @@ from scenariokit.runner.job import (
     StepFinished,
 )
 from scenariokit.runner.sandbox import SandboxConfig, store_paths
+from scenariokit.runner.timeline import RunTimeline, close_ms, with_close
 from scenariokit.services import Services
 
 log = logging.getLogger(__name__)
@@ -56,12 +66,15 @@ class _Execution:
 
     run_id: uuid.UUID
     job: RunJob
+    timeline: RunTimeline
     artifacts: list[str] = attrs.field(factory=list)
     session: SessionSaved | None = None
     logs: list[RunLogEntry] = attrs.field(factory=list)
     cancelling: bool = False
     #: Set once the run's outcome is being stored: a lease that stops renewing then is no loss.
     finishing: bool = False
+    #: the browser close, when the worker reported it before the outcome was stored
+    closed: BrowserClosed | None = None
 
 
 class _Executing(Container[uuid.UUID]):
@@ -105,6 +118,7 @@ class Scheduler:
                     getattr(services.store, "url", None), services.context.settings.artifacts_dir
                 )
             ),
+            on_browser_closed=self.browser_closed,
         )
         self.owner = owner or default_owner()
         self.poll_seconds = poll_seconds
@@ -187,12 +201,24 @@ class Scheduler:
             self._session_runs.pop(session.id, None)
             await self.services.runs.close_session(session.id)
 
+    async def browser_closed(self, closed: BrowserClosed) -> None:
+        """A finished run's browser closed: add that to its timings (with its outcome, or after)."""
+        execution = self._running.get(closed.run_id)
+        if execution is not None:
+            execution.closed = closed  # its outcome is not stored yet: _execute writes both
+            return
+        try:
+            await self.services.runs.record_browser_close(closed.run_id, close_ms(closed))
+        except Exception:
+            log.exception("storing the browser close of run %s failed", closed.run_id)
+
     # --- loops ----------------------------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
         while True:
             await self._slots.acquire()
             self._claiming = True
+            claim_started = utcnow()
             try:
                 claimed = await self.services.runs.claim(self.owner)
             except Exception:
@@ -209,7 +235,8 @@ class Scheduler:
                     await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
                 continue
             run, job = claimed
-            execution = _Execution(run_id=run.id, job=job)
+            timeline = RunTimeline(created_at=run.created_at, claim_started=claim_started)
+            execution = _Execution(run_id=run.id, job=job, timeline=timeline)
             execution.logs.append(
                 RunLogEntry(run_id=run.id, level="debug", message=f"claimed by {self.owner}")
             )
@@ -234,9 +261,14 @@ class Scheduler:
             stop_flushing.set()  # never cancelled: a cancel during a write would lose the lines it held
             await flusher
             self._slots.release()
+        written = execution.closed
         try:
             await self._flush(execution)
-            await self._store_outcome(execution, outcome)
+            timings = execution.timeline.timings(outcome)
+            written = execution.closed  # a close reported meanwhile goes in with the outcome
+            await self._store_outcome(
+                execution, outcome, with_close(timings, written) if written else timings
+            )
             if execution.session is not None:
                 session = await self.services.runs.session_of_run(execution.run_id)
                 if session is not None:
@@ -244,9 +276,14 @@ class Scheduler:
         except Exception:
             log.exception("storing the outcome of run %s failed", execution.run_id)
         finally:
-            self._running.pop(execution.run_id, None)
+            closed = execution.closed
+            self._running.pop(execution.run_id, None)  # from here browser_closed writes for itself
+        if closed is not None and closed is not written:
+            await self.browser_closed(closed)
 
-    async def _store_outcome(self, execution: _Execution, outcome: RunFinished) -> None:
+    async def _store_outcome(
+        self, execution: _Execution, outcome: RunFinished, timings: RunTimings | None
+    ) -> None:
         """Store the outcome, retrying with backoff; if it never goes in, fail the run with less.
 
         A run is never left ``in_progress`` by a write that failed: the smaller write of
@@ -259,7 +296,11 @@ class Scheduler:
         for attempt, delay in enumerate(delays, start=1):
             try:
                 await self.services.runs.finish(
-                    execution.run_id, outcome, artifacts=execution.artifacts, session=execution.session
+                    execution.run_id,
+                    outcome,
+                    artifacts=execution.artifacts,
+                    session=execution.session,
+                    timings=timings,
                 )
                 return
             except Exception as exc:
@@ -299,7 +340,8 @@ class Scheduler:
                 )
             case StepFinished():
                 await self._flush(execution)
-                await self.services.runs.record_step(execution.run_id, event.result)
+                with execution.timeline.store_write():
+                    await self.services.runs.record_step(execution.run_id, event.result)
             case ArtifactSaved():
                 execution.artifacts.append(event.name)
             case SessionSaved():
@@ -318,7 +360,8 @@ class Scheduler:
         entries, execution.logs = execution.logs, []
         if entries:
             try:
-                await self.services.runs.append_logs(entries)
+                with execution.timeline.store_write():
+                    await self.services.runs.append_logs(entries)
             except Exception:
                 log.exception("writing the log of run %s failed", execution.run_id)
 

@@ -21,6 +21,7 @@ from scenariokit.domain.model import (
     RunErrorKind,
     RunLogEntry,
     RunStatus,
+    RunTimings,
     Scenario,
     Session,
     SessionStatus,
@@ -282,8 +283,9 @@ class RunService(ServiceBase):
         *,
         artifacts: Sequence[str] = (),
         session: SessionSaved | None = None,
+        timings: RunTimings | None = None,
     ) -> Run | None:
-        """Store a run's outcome, and the session it saved, in one transaction."""
+        """Store a run's outcome, its timings and the session it saved, in one transaction."""
         async with self.ctx.uow() as uow:
             run = await uow.runs.get(run_id)
             if run is None or run.finished:
@@ -308,6 +310,7 @@ class RunService(ServiceBase):
                 started_at=run.started_at or outcome.started_at,
                 finished_at=outcome.finished_at,
                 session_id=session_id,
+                timings=timings,
             )
             await uow.runs.update(run)
             await uow.commit()
@@ -315,6 +318,16 @@ class RunService(ServiceBase):
         if scenario is not None:
             self._notify("scenariokit_run_finished", run, scenario)
         return run
+
+    async def record_browser_close(self, run_id: uuid.UUID, milliseconds: int) -> None:
+        """Add the close of a finished run's browser to its timings (it closes after the outcome)."""
+        async with self.ctx.uow() as uow:
+            run = await uow.runs.get(run_id)
+            if run is None or run.timings is None:
+                return
+            timings = attrs.evolve(run.timings, browser_close_ms=milliseconds)
+            await uow.runs.update(attrs.evolve(run, timings=timings))
+            await uow.commit()
 
     async def fail(self, run_id: uuid.UUID, kind: RunErrorKind, message: str) -> Run | None:
         """Finish an unfinished run as ``fail`` with ``message``, its remaining steps ``skipped``.

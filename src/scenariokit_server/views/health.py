@@ -44,6 +44,13 @@ def sandbox_kind(app: web.Application, settings: Settings) -> str:
     scheduler = app.get(keys.SCHEDULER)
     started = getattr(getattr(scheduler, "pool", None), "sandbox_kind", None)
     return started or sandbox_status(settings.sandbox)
+def browser_build() -> str | None:
+    """Which build runs use, with its version and path (see docs/deployment.md), or None."""
+    try:
+        from scenariokit.runner.browser import browser_build as build
+    except ImportError:
+        return None
+    return build()
 
 
 @operation(
@@ -69,5 +76,6 @@ async def health(request: web.Request) -> web.Response:
         "database": database,
         "browser": browser_status(),
         "sandbox": sandbox_kind(request.app, keys.settings(request.app)),
+        "browserBuild": await asyncio.to_thread(browser_build),
     }
     return web.json_response(body, status=200 if database == "ok" else 503)

@@ -25,6 +25,7 @@ from scenariokit.domain.model import (
     RunError,
     RunLogEntry,
     RunStatus,
+    RunTimings,
     Scenario,
     Session,
     SessionStatus,
@@ -442,6 +443,7 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
             "created_at": item.created_at,
             "started_at": item.started_at,
             "finished_at": item.finished_at,
+            "timings": conv.unstructure(item.timings) if item.timings else None,
         }
 
     def from_row(self, row: sa.Row[Any]) -> Run:
@@ -461,6 +463,7 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
             created_at=row.created_at,
             started_at=row.started_at,
             finished_at=row.finished_at,
+            timings=conv.structure(row.timings, RunTimings) if row.timings else None,
         )
 
     async def update(self, item: Run) -> None:

@@ -165,6 +165,7 @@ runs = sa.Table(
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("started_at", UTCDateTime()),
     sa.Column("finished_at", UTCDateTime()),
+    sa.Column("timings", JSONType),
     sa.Index(None, "created_at", "id"),
     sa.Index(None, "scenario_name", "id"),
     sa.Index(None, "status", "created_at", "id"),

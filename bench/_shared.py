@@ -1,0 +1,260 @@
+"""What the benchmarks share: the page under test, the bare Playwright baselines, memory and timelines.
+
+Not a benchmark itself (``nox -s bench`` skips files starting with ``_``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import attrs
+from aiohttp import web
+from playwright.async_api import async_playwright, expect
+
+from scenariokit.convert import make_converter
+from scenariokit.domain.model import RunTimings
+from scenariokit.runner.browser import BrowserConfig, discover_browser
+from scenariokit.runner.processes import process_table, process_tree
+
+PAGE = """<!doctype html><title>bench</title>
+<input id="name"><button id="go" onclick="document.getElementById('out').textContent='Hello '+
+document.getElementById('name').value">Go</button><p id="out"></p>"""
+
+#: The three steps of every benchmark scenario, as step code.
+STEPS = [
+    "await page.goto(helpers.getEnvUrl())",
+    "await page.fill('#name', 'bench')\nawait page.click('#go')",
+    "await expect(page.locator('#out')).to_have_text('Hello bench')",
+]
+
+
+async def serve_page() -> tuple[web.AppRunner, str]:
+    """The page under test on a free port of 127.0.0.1, and its URL."""
+    app = web.Application()
+    app.router.add_get("/", lambda _: web.Response(text=PAGE, content_type="text/html"))
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}/"
+
+
+async def _three_steps(page: object, url: str) -> None:
+    await page.goto(url)  # type: ignore[attr-defined]
+    await page.fill("#name", "bench")  # type: ignore[attr-defined]
+    await page.click("#go")  # type: ignore[attr-defined]
+    await expect(page.locator("#out")).to_have_text("Hello bench")  # type: ignore[attr-defined]
+
+
+async def bare_playwright(url: str, count: int, config: BrowserConfig | None = None) -> float:
+    """Seconds for ``count`` runs of the hand-written script, each in a freshly launched browser.
+
+    What a home-grown runner does, sequentially: launch, context, page, the three steps, close.
+    """
+    config = config or discover_browser()
+    began = time.perf_counter()
+    async with async_playwright() as playwright:
+        for _ in range(count):
+            browser = await playwright.chromium.launch(**config.launch_options())
+            page = await (await browser.new_context()).new_page()
+            await _three_steps(page, url)
+            await browser.close()
+    return time.perf_counter() - began
+
+
+async def fresh_context_floor(url: str, count: int, config: BrowserConfig | None = None) -> float:
+    """Seconds for ``count`` runs in fresh contexts of one warm browser: no launch at all, the floor."""
+    config = config or discover_browser()
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(**config.launch_options())
+        began = time.perf_counter()
+        for _ in range(count):
+            context = await browser.new_context()
+            await _three_steps(await context.new_page(), url)
+            await context.close()
+        took = time.perf_counter() - began
+        await browser.close()
+    return took
+
+
+def per_minute(count: int, seconds: float) -> float:
+    """Runs per minute."""
+    return count / seconds * 60 if seconds > 0 else float("inf")
+
+
+# --- memory ---------------------------------------------------------------------------------------
+
+
+def _kib(pid: int, path: str, field: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/{path}").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+@attrs.define
+class MemoryPeak:
+    """The largest resident set one run's process tree (worker, driver, browsers) reached."""
+
+    rss_kib: int = 0
+    pss_kib: int = 0
+    samples: int = 0
+
+    def describe(self) -> str:
+        """``312 MiB RSS (180 MiB PSS)``: RSS counts shared pages once per process, PSS shares them out."""
+        if not self.samples:
+            return "not measured"
+        return f"{self.rss_kib / 1024:.0f} MiB RSS ({self.pss_kib / 1024:.0f} MiB PSS)"
+
+
+def _tree_memory(root: int) -> tuple[int, int]:
+    pids = process_tree(root, process_table())
+    return (
+        sum(_kib(pid, "status", "VmRSS:") for pid in pids),
+        sum(_kib(pid, "smaps_rollup", "Pss:") for pid in pids),
+    )
+
+
+@contextlib.asynccontextmanager
+async def memory_peak(roots: Callable[[], Iterable[int]], every: float = 0.25) -> AsyncIterator[MemoryPeak]:
+    """Sample the trees of the worker processes ``roots()`` names; the peak of one tree is the figure.
+
+    Each root is a worker process leading its own process group, as scenariokit starts them.
+    """
+    peak = MemoryPeak()
+
+    async def sample() -> None:
+        while True:
+            for root in list(roots()):
+                rss, pss = await asyncio.to_thread(_tree_memory, root)
+                peak.rss_kib = max(peak.rss_kib, rss)
+                peak.pss_kib = max(peak.pss_kib, pss)
+                peak.samples += 1
+            await asyncio.sleep(every)
+
+    task = asyncio.create_task(sample())
+    try:
+        yield peak
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def worker_children(parent: int) -> list[int]:
+    """The worker processes of a ``scenariokit serve`` (children leading their own process group)."""
+    return [pid for pid, info in process_table().items() if info.ppid == parent and info.pgid == pid]
+
+
+# --- timelines ------------------------------------------------------------------------------------
+
+_PHASES = (
+    ("queued", "queued_ms"),
+    ("claim", "claim_ms"),
+    ("job to worker", "job_to_worker_ms"),
+    ("browser ready", "browser_ready_ms"),
+    ("context and page", "context_and_page_ms"),
+    ("steps", "steps_ms"),
+    ("after steps", "after_steps_ms"),
+    ("store writes (overlap)", "store_writes_ms"),
+    ("browser close (after)", "browser_close_ms"),
+)
+
+
+def timeline_lines(timings: Sequence[RunTimings | None]) -> list[str]:
+    """Each phase's mean and total over the runs, so the next gap is visible."""
+    kept = [t for t in timings if t is not None]
+    lines = [f"timeline of {len(kept)} runs: mean ms per run, total s"]
+    for label, name in _PHASES:
+        values = [v for t in kept if (v := getattr(t, name)) is not None]
+        if values:
+            lines.append(f"  {label:24s} {statistics.fmean(values):7.1f} ms {sum(values) / 1000:7.2f} s")
+    in_run = [
+        sum(getattr(t, name) or 0 for _, name in _PHASES[1:7]) for t in kept
+    ]  # claim → report: what a run occupies a worker slot for, the store writes aside
+    if in_run:
+        lines.append(f"  {'claim → outcome, summed':24s} {statistics.fmean(in_run):7.1f} ms")
+    return lines
+
+
+# --- the real server ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Served:
+    """A ``scenariokit serve`` process and its base URL."""
+
+    process: asyncio.subprocess.Process
+    url: str
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def scenariokit_serve(folder: Path, *extra: str) -> AsyncIterator[Served]:
+    """``scenariokit serve`` with its defaults, on a free port and a SQLite file in ``folder``."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCENARIOKIT_")}
+    env.update(SCENARIOKIT_DATABASE_URL=f"sqlite:///{folder / 'bench.db'}", SCENARIOKIT_PORT=str(port))
+    command = Path(sys.executable).parent / "scenariokit"
+    process = await asyncio.create_subprocess_exec(
+        str(command), "serve", *extra, cwd=folder, env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    served = Served(process, f"http://127.0.0.1:{port}")
+    try:
+        async with aiohttp.ClientSession() as http:
+            deadline = time.monotonic() + 60
+            while True:
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(f"{served.url}/health") as answer:
+                        if answer.status == 200:
+                            break
+                if process.returncode is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"scenariokit serve did not come up (exit code {process.returncode})")
+                await asyncio.sleep(0.2)
+        await asyncio.sleep(2)  # let every worker launch its first browser
+        yield served
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), 30)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def create(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST a JSON body and return the created resource (raises on anything but 201)."""
+    async with http.post(url, json=body) as answer:
+        if answer.status != 201:
+            raise SystemExit(f"POST {url} answered {answer.status}: {await answer.text()}")
+        created: dict[str, Any] = await answer.json()
+        return created
+
+
+def timings_of(details: Iterable[dict[str, Any]]) -> list[RunTimings | None]:
+    """The ``timings`` of run details read over REST, as the library's type."""
+    converter = make_converter()
+    return [converter.structure(d["timings"], RunTimings) if d.get("timings") else None for d in details]
