@@ -65,3 +65,50 @@ def docs(session: nox.Session) -> None:
     """Build the documentation site with warnings as errors."""
     _install_project(session, "dev")
     session.run("mkdocs", "build", "--strict", *session.posargs)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Run schemathesis (all checks; examples, coverage, fuzzing, stateful) against a served instance.
+
+    The server runs on a free loopback port over a new SQLite file, without a scheduler; arguments
+    go to ``st run`` (default ``--max-examples 200``). Settings: ``schemathesis.toml``.
+    """
+    import os
+    import socket
+    import subprocess
+    import tempfile
+    import time
+    import urllib.request
+
+    _install_project(session, "test")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as folder:
+        env = {
+            **os.environ,
+            "SCENARIOKIT_DATABASE_URL": f"sqlite:///{folder}/scenariokit.db",
+            "SCENARIOKIT_ARTIFACTS_DIR": f"{folder}/artifacts",
+            "SCENARIOKIT_RUN_SCHEDULER": "false",
+        }
+        scenariokit = os.path.join(session.bin, "scenariokit")
+        server = subprocess.Popen([scenariokit, "serve", "--port", str(port)], env=env)
+        try:
+            for _ in range(120):
+                try:
+                    urllib.request.urlopen(f"{url}/health", timeout=1)
+                    break
+                except OSError:
+                    time.sleep(0.5)
+            else:
+                session.error("the server did not answer /health")
+            args = session.posargs or ["--max-examples", "200"]
+            session.run(
+                "st", "run", f"{url}/docs/openapi.json", "--checks", "all",
+                "--phases", "examples,coverage,fuzzing,stateful", *args,
+            )  # fmt: skip
+        finally:
+            server.terminate()
+            server.wait(timeout=30)

@@ -10,13 +10,16 @@ from __future__ import annotations
 import enum
 import math
 import re
+import typing
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 import attrs
 import cattrs
+from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
@@ -119,6 +122,23 @@ def _structure_dict(value: Any, _: type) -> dict[str, Any]:
     return dict(value)
 
 
+def _is_tuple_of_items(kind: Any) -> bool:
+    args = typing.get_args(kind)
+    return typing.get_origin(kind) is tuple and len(args) == 2 and args[1] is Ellipsis
+
+
+def _list_only(kind: Any, converter: cattrs.Converter) -> Any:
+    """A JSON list of items: an object or a string, which cattrs would iterate, is refused."""
+    items = homogenous_tuple_structure_factory(kind, converter)
+
+    def structure(value: Any, kind: Any) -> Any:
+        if not isinstance(value, list | tuple):
+            raise ValueError("must be a list")
+        return items(value, kind)
+
+    return structure
+
+
 def _rename_overrides(cls: type) -> dict[str, Any]:
     return {
         field.name: override(rename=camel(field.name))
@@ -141,6 +161,7 @@ def make_converter() -> cattrs.Converter:
     for kind in (str, int, bool, float):
         converter.register_structure_hook(kind, _strict(kind))
     converter.register_structure_hook_func(lambda t: t == dict[str, Any], _structure_dict)
+    converter.register_structure_hook_factory(_is_tuple_of_items, partial(_list_only, converter=converter))
     converter.register_unstructure_hook(enum.Enum, lambda value: value.value)
     # Per class: the str hook above would otherwise win for StrEnums (str precedes Enum in the MRO).
     for enum_type in (model.RunStatus, model.StepStatus, model.RunErrorKind, model.SessionStatus):
@@ -250,6 +271,11 @@ def structure_input(converter: cattrs.Converter, data: Any, cls: type[T], *, wha
     if not isinstance(data, Mapping):
         raise ValidationError(f"the {label} must be a JSON object", {"$": "must be a JSON object"})
     cleaned = {key: value for key, value in data.items() if key not in READ_ONLY_FIELDS}
+    if data.get("id") is not None:  # ignored, but an id echoed back is still an id (OpenAPI says so)
+        try:
+            _structure_uuid(data["id"], uuid.UUID)
+        except ValueError as exc:
+            raise ValidationError(f"invalid {label}", {"id": str(exc)}) from None
     bad = unstorable_path(cleaned)
     if bad is not None:
         raise ValidationError(f"invalid {label}: unstorable text", {bad or "$": UNSTORABLE_MESSAGE})

@@ -35,7 +35,7 @@ class Page(Generic[T]):
 
 def _int_param(params: Mapping[str, Any], name: str, default: int, low: int, high: int | None) -> int:
     raw = params.get(name)
-    if raw is None or raw == "":
+    if raw is None:  # given empty (``page=``) is refused: the parameter is a number
         return default
     if isinstance(raw, bool):
         raise InvalidQuery(f"invalid {name}", {name: "must be a whole number"})
@@ -112,8 +112,9 @@ class ListQuery:
         return {
             "page": _int_param(params, "page", 1, 1, MAX_PAGE),
             "limit": _int_param(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
-            "order_by": params.get("orderBy") or None,
-            "order_dir": params.get("orderDir") or None,
+            # given empty (``orderBy=``), they are refused: only the listed values are allowed
+            "order_by": params.get("orderBy"),
+            "order_dir": params.get("orderDir"),
             "q": q if q else None,
         }
 
@@ -149,7 +150,7 @@ class SessionQuery(ListQuery):
 
 
 def _status(raw: Any) -> RunStatus | None:
-    if raw is None or raw == "":
+    if raw is None:
         return None
     try:
         return RunStatus(raw)
@@ -159,7 +160,7 @@ def _status(raw: Any) -> RunStatus | None:
 
 
 def _uuid(raw: Any, name: str) -> uuid.UUID | None:
-    if raw is None or raw == "":
+    if raw is None:
         return None
     if isinstance(raw, uuid.UUID):
         return raw

@@ -216,7 +216,8 @@ def trust_boundary(settings: Settings) -> Middleware:
                     403,
                     f"requests from origin {origin!r} are not allowed; list it in SCENARIOKIT_CORS_ORIGINS",
                 )
-            if request.body_exists:
+            # No route, or not this method: the router's 404/405 is the answer, whatever the body.
+            if request.body_exists and request.match_info.http_exception is None:
                 allowed = _body_types(request)
                 given = request.headers.get("Content-Type")
                 if given is None or request.content_type not in allowed:

@@ -33,8 +33,15 @@ OPENAPI_VERSION = "3.0.3"
 JSON = "application/json"
 YAML = "application/yaml"
 PROBLEM = "application/problem+json"
-YAML_TEXT: Mapping[str, Any] = {"type": "string", "description": "a YAML stream"}
+#: An export: a YAML stream, one or more documents (no ``type``: a client parsing YAML gets data, not text).
+YAML_TEXT: Mapping[str, Any] = {"description": "a YAML stream"}
+#: An import body: each document one entity (a mapping) or a list of them; an empty stream imports nothing.
+YAML_DOCUMENTS: Mapping[str, Any] = {
+    "description": "a YAML stream; each document is one entity (a mapping) or a list of entities; "
+    "empty documents are skipped"
+}
 BINARY: Mapping[str, Any] = {"type": "string", "format": "binary"}
+ARTIFACT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -71,6 +78,7 @@ def operation(
     response_types: Sequence[str] = (JSON,),
     body: SchemaLike | None = None,
     body_types: Sequence[str] = (JSON,),
+    body_required: bool = True,
     params: Sequence[Mapping[str, Any]] = (),
     errors: Iterable[int] = (400,),
     other_responses: Mapping[int, SchemaLike] | None = None,
@@ -107,7 +115,7 @@ def operation(
         kwargs["description"] = description
     if body is not None:
         content = {media_type: {"schema": body} for media_type in body_types}
-        kwargs["requestBody"] = {"required": True, "content": content}
+        kwargs["requestBody"] = {"required": body_required, "content": content}
 
     def decorate(view: F) -> F:
         documented: F = docs(operationId=view.__name__, **kwargs)(view)
@@ -117,12 +125,15 @@ def operation(
 
 
 def query_param(name: str, schema: Mapping[str, Any], description: str, **extra: Any) -> dict[str, Any]:
-    """One query parameter."""
+    """One query parameter; free text gets the storable-text pattern the server checks."""
+    schema = dict(schema)
+    if schema.get("type") == "string" and not {"enum", "format", "pattern"} & set(schema):
+        schema["pattern"] = schemas.STORABLE_TEXT
     return {
         "in": "query",
         "name": name,
         "required": False,
-        "schema": dict(schema),
+        "schema": schema,
         "description": description,
         **extra,
     }
@@ -241,5 +252,7 @@ def _finish_document(document: dict[str, Any], *, bearer: bool) -> None:
 def _path_param(param: Mapping[str, Any]) -> dict[str, Any]:
     name = param["name"]
     is_id = name == "id" or name.endswith("Id")
-    schema = {"type": "string", "format": "uuid"} if is_id else {"type": "string"}
+    schema: dict[str, Any] = {"type": "string", "format": "uuid"} if is_id else {"type": "string"}
+    if name == "name":  # an artifact's file name, as the run service checks it
+        schema["pattern"] = ARTIFACT_NAME_PATTERN
     return {"in": "path", "name": name, "required": True, "schema": schema}

@@ -52,6 +52,10 @@ def _validators(field: attrs.Attribute[Any]) -> tuple[list[validate.Validator], 
     return found, metadata
 
 
+#: What every stored string must match: no NUL (PostgreSQL refuses it; the converter does too).
+STORABLE_TEXT = r"^[^\x00]*$"
+
+
 def _field_of(hint: Any, nested: Mapping[type, type[Schema]], **options: Any) -> fields.Field:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
@@ -78,6 +82,9 @@ def _field_of(hint: Any, nested: Mapping[type, type[Schema]], **options: Any) ->
         float: fields.Float,
         str: fields.String,
     }
+    patterned = any(isinstance(rule, validate.Regexp) for rule in options.get("validate") or ())
+    if hint is str and not patterned:
+        options["metadata"] = {**options.get("metadata", {}), "pattern": STORABLE_TEXT}
     return simple.get(hint, fields.Raw)(**options)
 
 

@@ -48,7 +48,7 @@ class RunService(ServiceBase):
 
     async def create(self, data: RunInput | Mapping[str, Any]) -> Run:
         """Queue a run of a scenario against an environment; it starts ``in_progress``."""
-        if isinstance(data, Mapping) and "scenario" in data and "scenarioId" not in data:
+        if isinstance(data, Mapping) and "scenario" in data:
             data = _scenario_given_as_reference(data)
         command = self.ctx.structure(data, RunInput, what="run")
         if command.environment_id is None:
@@ -452,6 +452,8 @@ def _scenario_given_as_reference(data: Mapping[str, Any]) -> dict[str, Any]:
             errors = {f"scenario.{key}": "unknown field" for key in unknown} or {"scenario.id": "is required"}
             raise ValidationError("invalid run", errors)
         scenario = scenario["id"]
+    if "scenarioId" in data and data["scenarioId"] != scenario:
+        raise ValidationError("invalid run", {"scenario": "names another scenario than scenarioId; give one"})
     return {**body, "scenarioId": scenario}
 
 

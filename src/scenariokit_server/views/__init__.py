@@ -65,7 +65,7 @@ def only_params(params: Mapping[str, str], allowed: Iterable[str]) -> None:
 def flag_param(params: MultiMapping[str], name: str) -> bool:
     """A boolean query parameter: ``true|false|1|0`` (false when absent), else 400 naming it."""
     raw = params.get(name)
-    if raw is None or raw == "":
+    if raw is None:  # given empty (``includeSecrets=``) it is refused: a flag is true or false
         return False
     value = {"true": True, "1": True, "false": False, "0": False}.get(raw.lower())
     if value is None:

@@ -9,7 +9,7 @@ from aiohttp.typedefs import Handler
 
 from scenariokit_server import keys, schemas
 from scenariokit_server.boundary import YAML_TYPES, accepts_yaml
-from scenariokit_server.openapi import YAML, YAML_TEXT, export_params, operation
+from scenariokit_server.openapi import YAML, YAML_DOCUMENTS, YAML_TEXT, export_params, operation
 from scenariokit_server.views import (
     flag_param,
     ids_param,
@@ -124,8 +124,9 @@ def _importer(kind: str, summary: str) -> Handler:
         summary,
         description="Upserts by id in one transaction; a malformed document or a wrong `kind` "
         "changes nothing.",
-        body=YAML_TEXT,
+        body=YAML_DOCUMENTS,
         body_types=YAML_TYPES,
+        body_required=False,
         response=schemas.ImportReport,
         errors=(400, 409, 413),
     )
