@@ -101,6 +101,11 @@ def run_json(
     return data
 
 
+def run_item_json(conv: cattrs.Converter, detail: RunDetail) -> JSON:
+    """A run as a list shows it: with its environment and session, without the detail's timings and log."""
+    return run_json(conv, detail.run, detail.environment, detail.session)
+
+
 def run_detail_json(conv: cattrs.Converter, detail: RunDetail) -> JSON:
     """The run detail view: the run, its environment and session, and a page of its log."""
     data = run_json(conv, detail.run, detail.environment, detail.session)
