@@ -206,3 +206,13 @@ async def test_the_sqlite_default_creates_its_key_file_once_and_logs_where(
 async def test_a_key_setting_with_no_key_is_refused() -> None:
     with pytest.raises(SecretKeyError, match="holds no key"):
         SqlStore("sqlite://", secret_key=" , ")
+
+
+async def test_an_empty_key_file_is_refused_rather_than_replaced(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("SCENARIOKIT_SECRET_KEY", raising=False)
+    (tmp_path / "sk.key").write_text("\n")
+    with pytest.raises(SecretKeyError, match=r"sk\.key is empty"):
+        await open_store(f"sqlite:///{tmp_path}/sk.db")
+    assert (tmp_path / "sk.key").read_text() == "\n"
