@@ -216,3 +216,21 @@ async def test_an_empty_key_file_is_refused_rather_than_replaced(
     with pytest.raises(SecretKeyError, match=r"sk\.key is empty"):
         await open_store(f"sqlite:///{tmp_path}/sk.db")
     assert (tmp_path / "sk.key").read_text() == "\n"
+
+
+async def test_the_rolling_rotation_of_the_guide_keeps_every_process_reading(url: str) -> None:
+    """docs/deployment.md's four steps, with a process left one step behind at each."""
+    old, new = "the old passphrase", Fernet.generate_key().decode()
+    await _fill(url, old)
+    await _fill(url, f"{old},{new}")  # step 1: the new key can decrypt, the old one still encrypts
+    await _fill(url, f"{new},{old}")  # step 2: the new key encrypts
+    secrets = ["pw-1"] * 3
+    assert (await _read(url, f"{old},{new}"))[0] == secrets  # a process still at step 1 reads all
+    with pytest.raises(SecretKeyError):
+        await open_store(url, secret_key=old)  # one given only the old key would not
+    store = await open_store(url, secret_key=f"{new},{old}")
+    try:
+        await store.rotate_keys()  # type: ignore[attr-defined]  # step 3
+    finally:
+        await store.close()
+    assert (await _read(url, new))[0] == secrets  # step 4
