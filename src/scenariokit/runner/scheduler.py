@@ -59,7 +59,7 @@ class _Execution:
     session: SessionSaved | None = None
     logs: list[RunLogEntry] = attrs.field(factory=list)
     cancelling: bool = False
-    #: Set once the run's outcome is being stored: a lease that stops renewing then is no loss.
+    #: Set once the run's outcome is being stored: a renewal that finds the run finished is expected.
     finishing: bool = False
 
 
@@ -268,7 +268,10 @@ class Scheduler:
                     delay,
                 )
                 await asyncio.sleep(delay)
-        execution.session = None  # its browser context is released with the pool's run
+        if execution.session is not None:  # no session record will point at its live context
+            execution.session = None
+            with contextlib.suppress(Exception):
+                await self.pool.release_session(execution.run_id)
         message = f"the run ended ({outcome.status}) but storing its outcome failed: {failure}"
         for delay in delays:
             try:
