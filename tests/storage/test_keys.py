@@ -234,3 +234,10 @@ async def test_the_rolling_rotation_of_the_guide_keeps_every_process_reading(url
     finally:
         await store.close()
     assert (await _read(url, new))[0] == secrets  # step 4
+
+
+def test_rotation_knows_every_encrypted_column() -> None:
+    """A new ``*_encrypted`` column must be listed, or rotation would leave it under the old key."""
+    named = {(table.name, column.name) for table in t.metadata.tables.values() for column in table.columns}
+    encrypted = {pair for pair in named if pair[1].endswith("_encrypted")}
+    assert encrypted == {(table.name, column) for table, column in t.ENCRYPTED_COLUMNS}
