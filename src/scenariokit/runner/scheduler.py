@@ -160,10 +160,14 @@ class Scheduler:
         self._wake.set()
 
     async def cancel(self, run_id: uuid.UUID) -> bool:
-        """Stop a run this scheduler executes; False when it executes no such run."""
+        """Stop a run this scheduler executes; False when it executes no such run.
+
+        While a claim is under way the answer is True: the run may be the one being claimed, and the
+        cancel loop stops it from the store's flag as soon as it is listed.
+        """
         execution = self._running.get(run_id)
         if execution is None:
-            return False
+            return self._claiming
         if not execution.cancelling:
             execution.cancelling = True
             await self.pool.cancel(run_id)
