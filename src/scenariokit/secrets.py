@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import logging
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -176,13 +177,13 @@ def load_or_create_key(path: Path) -> str:
     Creating one is logged with its path: it must be kept (and backed up) with the database.
     """
     if path.exists():
-        return path.read_text().strip()
+        return _read_key_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     key = new_key()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process created it first: use that one
-        return path.read_text().strip()
+        return _read_key_file(path)
     with os.fdopen(fd, "w") as handle:
         handle.write(key + "\n")
     log.info(  # INFO, which every scenariokit command shows: not a fault, but a file to keep
@@ -191,6 +192,16 @@ def load_or_create_key(path: Path) -> str:
         path,
     )
     return key
+
+
+def _read_key_file(path: Path) -> str:
+    """The key in ``path``; a file another process has just created may take a moment to be written."""
+    for _ in range(20):
+        key = path.read_text().strip()
+        if key:
+            return key
+        time.sleep(0.05)
+    raise SecretKeyError(f"the key file {path} is empty: put the database's key in it, or remove it")
 
 
 def describe_fingerprints(fingerprints: Iterable[str]) -> str:

@@ -182,11 +182,17 @@ async def test_an_outcome_that_never_stores_fails_the_run_instead_of_leaving_it_
     flaky = Services(faulty, settings=run_settings)  # type: ignore[arg-type]
     scheduler = await _scheduler(flaky, finish_retry_delays=(0.1, 0.1))
     try:
-        run_id = await _queue(flaky)
-        done = await services.runs.wait(run_id, 90)
+        scenario_id, env_id = await _scenario(flaky)
+        run = await flaky.runs.create(
+            {"scenarioId": str(scenario_id), "environmentId": str(env_id), "saveSession": True}
+        )
+        done = await services.runs.wait(run.id, 90)
+        held = scheduler.pool.held_sessions()
     finally:
         await scheduler.close()
 
+    assert held == [], "the live context of a session no record points at is released"
+    assert (await services.sessions.list()).total == 0
     assert faulty.refused == 3, "the full outcome was tried three times"
     assert done.run.status is RunStatus.FAIL and done.run.error is not None
     assert done.run.error.kind is RunErrorKind.ERROR

@@ -206,3 +206,38 @@ async def test_the_sqlite_default_creates_its_key_file_once_and_logs_where(
 async def test_a_key_setting_with_no_key_is_refused() -> None:
     with pytest.raises(SecretKeyError, match="holds no key"):
         SqlStore("sqlite://", secret_key=" , ")
+
+
+async def test_an_empty_key_file_is_refused_rather_than_replaced(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("SCENARIOKIT_SECRET_KEY", raising=False)
+    (tmp_path / "sk.key").write_text("\n")
+    with pytest.raises(SecretKeyError, match=r"sk\.key is empty"):
+        await open_store(f"sqlite:///{tmp_path}/sk.db")
+    assert (tmp_path / "sk.key").read_text() == "\n"
+
+
+async def test_the_rolling_rotation_of_the_guide_keeps_every_process_reading(url: str) -> None:
+    """docs/deployment.md's four steps, with a process left one step behind at each."""
+    old, new = "the old passphrase", Fernet.generate_key().decode()
+    await _fill(url, old)
+    await _fill(url, f"{old},{new}")  # step 1: the new key can decrypt, the old one still encrypts
+    await _fill(url, f"{new},{old}")  # step 2: the new key encrypts
+    secrets = ["pw-1"] * 3
+    assert (await _read(url, f"{old},{new}"))[0] == secrets  # a process still at step 1 reads all
+    with pytest.raises(SecretKeyError):
+        await open_store(url, secret_key=old)  # one given only the old key would not
+    store = await open_store(url, secret_key=f"{new},{old}")
+    try:
+        await store.rotate_keys()  # type: ignore[attr-defined]  # step 3
+    finally:
+        await store.close()
+    assert (await _read(url, new))[0] == secrets  # step 4
+
+
+def test_rotation_knows_every_encrypted_column() -> None:
+    """A new ``*_encrypted`` column must be listed, or rotation would leave it under the old key."""
+    named = {(table.name, column.name) for table in t.metadata.tables.values() for column in table.columns}
+    encrypted = {pair for pair in named if pair[1].endswith("_encrypted")}
+    assert encrypted == {(table.name, column) for table, column in t.ENCRYPTED_COLUMNS}

@@ -71,7 +71,7 @@ class _Execution:
     session: SessionSaved | None = None
     logs: list[RunLogEntry] = attrs.field(factory=list)
     cancelling: bool = False
-    #: Set once the run's outcome is being stored: a lease that stops renewing then is no loss.
+    #: Set once the run's outcome is being stored: a renewal that finds the run finished is expected.
     finishing: bool = False
     #: the browser close, when the worker reported it before the outcome was stored
     closed: BrowserClosed | None = None
@@ -180,10 +180,14 @@ class Scheduler:
         self._wake.set()
 
     async def cancel(self, run_id: uuid.UUID) -> bool:
-        """Stop a run this scheduler executes; False when it executes no such run."""
+        """Stop a run this scheduler executes; False when it executes no such run.
+
+        While a claim is under way the answer is True: the run may be the one being claimed, and the
+        cancel loop stops it from the store's flag as soon as it is listed.
+        """
         execution = self._running.get(run_id)
         if execution is None:
-            return False
+            return self._claiming
         if not execution.cancelling:
             execution.cancelling = True
             await self.pool.cancel(run_id)
@@ -315,7 +319,10 @@ class Scheduler:
                     delay,
                 )
                 await asyncio.sleep(delay)
-        execution.session = None  # its browser context is released with the pool's run
+        if execution.session is not None:  # no session record will point at its live context
+            execution.session = None
+            with contextlib.suppress(Exception):
+                await self.pool.release_session(execution.run_id)
         message = f"the run ended ({outcome.status}) but storing its outcome failed: {failure}"
         for delay in delays:
             try:

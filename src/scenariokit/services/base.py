@@ -29,7 +29,7 @@ class RunControl(Protocol):
         """A new run waits in the queue."""
 
     async def cancel(self, run_id: uuid.UUID) -> bool:
-        """Stop a run this process executes; True when it does (others see the flag in the store)."""
+        """Stop a run this process executes; True when it does or may (others see the store's flag)."""
 
     async def release_session(self, session_id: uuid.UUID) -> None:
         """Close the live browser context held for a saved session."""
