@@ -227,9 +227,11 @@ class WorkerHandle:
         if self.gone or self._conn is None:
             return False
         async with self._send_lock:
+            if self._conn.closed:  # the reader closed it: the worker is gone
+                return False
             try:
                 await asyncio.to_thread(self._conn.send, command)
-            except OSError:
+            except (OSError, TypeError):  # TypeError: closed by the reader thread meanwhile
                 return False
         return True
 
