@@ -89,3 +89,25 @@ def test_off_never_uses_bubblewrap() -> None:
         SandboxConfig(mode="off", limits=sandbox.ResourceLimits(memory_mb=512))
     )
     assert os.environ.get("SCENARIOKIT_SANDBOX", "auto") in sandbox.SANDBOX_MODES
+
+
+def test_serve_refuses_to_start_when_bubblewrap_is_required_and_missing(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {
+        "PATH": str(tmp_path),  # no bwrap there
+        "SCENARIOKIT_SANDBOX": "bubblewrap",
+        "SCENARIOKIT_BROWSER_PATH": sys.executable,  # any executable: the sandbox is checked first
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        "SCENARIOKIT_SECRET_KEY": "sandbox-test-key",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "scenariokit.cli", "serve", "--port", "0", "--database-url",
+         f"sqlite:///{tmp_path / 'refused.db'}"],
+        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+
+    assert done.returncode == 2, done.stderr
+    assert "SCENARIOKIT_SANDBOX=bubblewrap but bwrap is not installed" in done.stderr
+    assert "Running on" not in done.stdout
