@@ -211,7 +211,10 @@ class WorkerPool:
         task.add_done_callback(self._retiring.discard)
 
     async def _stop(self, worker: WorkerHandle) -> None:
-        await worker.shutdown(SHUTDOWN_GRACE_SECONDS)
+        # Its run is over and reported (a held session's browser is closed by then, or lost with it):
+        # nothing is left to close in order, and a graceful browser and driver shutdown costs the CPU
+        # the next run's worker is starting on. The kill takes the whole process tree.
+        await asyncio.to_thread(worker.kill)
         for run_id in list(worker.sessions):
             await self._session_closed(SessionReleased(run_id=run_id, reason="worker stopped"))
 
