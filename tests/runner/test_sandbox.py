@@ -66,21 +66,15 @@ def test_bubblewrap_hides_the_store_and_puts_back_only_what_the_worker_imports(t
 
 async def test_bubblewrap_required_but_missing_refuses_to_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    sandbox.bubblewrap_works.cache_clear()
-    try:
-        with pytest.raises(
-            SandboxUnavailable, match="SCENARIOKIT_SANDBOX=bubblewrap but bwrap is not installed"
-        ):
-            resolve_sandbox("bubblewrap")
-        assert resolve_sandbox("auto") == "none"
-        pool = WorkerPool(
-            1, browser=BrowserConfig(executable="/bin/true"), sandbox=SandboxConfig(mode="bubblewrap")
-        )
-        with pytest.raises(SandboxUnavailable):
-            await pool.start()
-        assert pool.worker_pids() == []
-    finally:
-        sandbox.bubblewrap_works.cache_clear()
+    with pytest.raises(SandboxUnavailable, match="SCENARIOKIT_SANDBOX=bubblewrap but bwrap is not installed"):
+        resolve_sandbox("bubblewrap")
+    assert resolve_sandbox("auto") == "none"
+    pool = WorkerPool(
+        1, browser=BrowserConfig(executable="/bin/true"), sandbox=SandboxConfig(mode="bubblewrap")
+    )
+    with pytest.raises(SandboxUnavailable):
+        await pool.start()
+    assert pool.worker_pids() == []
 
 
 def test_off_never_uses_bubblewrap() -> None:

@@ -53,7 +53,14 @@ from scenariokit.runner.protocol import (
     syntax_failure,
 )
 from scenariokit.runner.run_watch import RunWatch
-from scenariokit.runner.sandbox import SandboxConfig, SandboxKind, make_pool_dir, remove_dir, resolve_sandbox
+from scenariokit.runner.sandbox import (
+    SandboxConfig,
+    SandboxKind,
+    bubblewrap_path,
+    make_pool_dir,
+    remove_dir,
+    resolve_sandbox,
+)
 from scenariokit.runner.stepcode import check_syntax
 from scenariokit.runner.worker import WorkerOptions
 from scenariokit.runner.worker_handle import Stream, WorkerGone, WorkerHandle, WorkerLaunch
@@ -130,7 +137,13 @@ class WorkerPool:
         options = WorkerOptions(
             browser=browser, session_keepalive=self._session_keepalive, limits=self._sandbox.limits
         )
-        self._launch = WorkerLaunch(kind=kind, config=self._sandbox, pool_dir=self._pool_dir, options=options)
+        self._launch = WorkerLaunch(
+            kind=kind,
+            config=self._sandbox,
+            pool_dir=self._pool_dir,
+            options=options,
+            bwrap=bubblewrap_path() if kind == "bubblewrap" else None,
+        )
         self._idle = asyncio.Queue()
         started = await asyncio.gather(
             *(self._start_worker() for _ in range(self.size)), return_exceptions=True

@@ -73,6 +73,8 @@ class WorkerLaunch:
     config: SandboxConfig
     pool_dir: Path
     options: WorkerOptions
+    #: the ``bwrap`` executable found when the pool started (under bubblewrap)
+    bwrap: str | None = None
 
 
 class WorkerHandle:
@@ -129,6 +131,7 @@ class WorkerHandle:
                 launch.config,
                 launch.options.browser.executable,
                 child_end.fileno(),
+                launch.bwrap,
             )
             self.inner_dir = command.inner_dir
             # Started from the loop's thread: bubblewrap's --die-with-parent follows the starting thread.
