@@ -81,7 +81,7 @@ def base_url(tmp_path: Path) -> Iterator[str]:
         database_url=f"sqlite:///{tmp_path / 'scenariokit.db'}",
         secret_key="walkthrough-secret-key",
         artifacts_dir=tmp_path / "artifacts",
-        trace="on-failure",  # as `SCENARIOKIT_TRACE=on-failure scenariokit serve`, which the doc starts
+        trace="always",  # as `SCENARIOKIT_TRACE=always scenariokit serve`, which the doc starts
         workers=1,
         session_keepalive_seconds=30,
     )

@@ -145,9 +145,9 @@ async def pool(browser_marker: str, released_sessions: list[SessionReleased]) ->
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def full_pool(pool: WorkerPool) -> WorkerPool:
-    """The shared pool once every worker is up (a test before may have had one replaced)."""
+    """The shared pool once a warm worker waits for each slot (runs before used theirs up)."""
     for _ in range(300):
-        if pool.ready_workers == pool.size:
+        if pool.ready_workers >= pool.size:
             return pool
         await asyncio.sleep(0.1)
     raise AssertionError(f"only {pool.ready_workers} of {pool.size} workers came up within 30 s")

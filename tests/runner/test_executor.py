@@ -171,7 +171,10 @@ async def test_scenario_without_steps_passes(run: Runner, make_job: JobFactory) 
     assert outcome.status == "pass" and outcome.step_results == ()
 
 
-async def test_awaiting_step_is_stopped_at_its_limit(run: Runner, make_job: JobFactory) -> None:
+async def test_awaiting_step_is_stopped_at_its_limit(
+    full_pool: WorkerPool, run: Runner, make_job: JobFactory
+) -> None:
+    # full_pool: a warm worker waits, so the clock measures the run, not a worker starting up
     job = make_job("import asyncio\nawait asyncio.sleep(100)", "print('skipped')", step_timeout=1)
 
     started = time.monotonic()
@@ -186,8 +189,9 @@ async def test_awaiting_step_is_stopped_at_its_limit(run: Runner, make_job: JobF
 
 
 async def test_cpu_bound_step_is_killed_by_the_pool_and_the_worker_replaced(
-    run: Runner, make_job: JobFactory, pool: WorkerPool
+    run: Runner, make_job: JobFactory, full_pool: WorkerPool
 ) -> None:
+    pool = full_pool
     before = set(pool.worker_pids())
     job = make_job("print('spinning')", "while True:\n    pass", step_timeout=1)
 

@@ -66,21 +66,15 @@ def test_bubblewrap_hides_the_store_and_puts_back_only_what_the_worker_imports(t
 
 async def test_bubblewrap_required_but_missing_refuses_to_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    sandbox.bubblewrap_works.cache_clear()
-    try:
-        with pytest.raises(
-            SandboxUnavailable, match="SCENARIOKIT_SANDBOX=bubblewrap but bwrap is not installed"
-        ):
-            resolve_sandbox("bubblewrap")
-        assert resolve_sandbox("auto") == "none"
-        pool = WorkerPool(
-            1, browser=BrowserConfig(executable="/bin/true"), sandbox=SandboxConfig(mode="bubblewrap")
-        )
-        with pytest.raises(SandboxUnavailable):
-            await pool.start()
-        assert pool.worker_pids() == []
-    finally:
-        sandbox.bubblewrap_works.cache_clear()
+    with pytest.raises(SandboxUnavailable, match="SCENARIOKIT_SANDBOX=bubblewrap but bwrap is not installed"):
+        resolve_sandbox("bubblewrap")
+    assert resolve_sandbox("auto") == "none"
+    pool = WorkerPool(
+        1, browser=BrowserConfig(executable="/bin/true"), sandbox=SandboxConfig(mode="bubblewrap")
+    )
+    with pytest.raises(SandboxUnavailable):
+        await pool.start()
+    assert pool.worker_pids() == []
 
 
 def test_off_never_uses_bubblewrap() -> None:
@@ -89,3 +83,25 @@ def test_off_never_uses_bubblewrap() -> None:
         SandboxConfig(mode="off", limits=sandbox.ResourceLimits(memory_mb=512))
     )
     assert os.environ.get("SCENARIOKIT_SANDBOX", "auto") in sandbox.SANDBOX_MODES
+
+
+def test_serve_refuses_to_start_when_bubblewrap_is_required_and_missing(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {
+        "PATH": str(tmp_path),  # no bwrap there
+        "SCENARIOKIT_SANDBOX": "bubblewrap",
+        "SCENARIOKIT_BROWSER_PATH": sys.executable,  # any executable: the sandbox is checked first
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        "SCENARIOKIT_SECRET_KEY": "sandbox-test-key",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "scenariokit.cli", "serve", "--port", "0", "--database-url",
+         f"sqlite:///{tmp_path / 'refused.db'}"],
+        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+
+    assert done.returncode == 2, done.stderr
+    assert "SCENARIOKIT_SANDBOX=bubblewrap but bwrap is not installed" in done.stderr
+    assert "Running on" not in done.stdout

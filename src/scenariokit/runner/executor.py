@@ -54,7 +54,14 @@ from scenariokit.runner.protocol import (
     syntax_failure,
 )
 from scenariokit.runner.run_watch import RunWatch
-from scenariokit.runner.sandbox import SandboxConfig, SandboxKind, make_pool_dir, remove_dir, resolve_sandbox
+from scenariokit.runner.sandbox import (
+    SandboxConfig,
+    SandboxKind,
+    bubblewrap_path,
+    make_pool_dir,
+    remove_dir,
+    resolve_sandbox,
+)
 from scenariokit.runner.stepcode import check_syntax
 from scenariokit.runner.worker import WorkerOptions
 from scenariokit.runner.worker_handle import Stream, WorkerGone, WorkerHandle, WorkerLaunch
@@ -134,7 +141,13 @@ class WorkerPool:
         options = WorkerOptions(
             browser=browser, session_keepalive=self._session_keepalive, limits=self._sandbox.limits
         )
-        self._launch = WorkerLaunch(kind=kind, config=self._sandbox, pool_dir=self._pool_dir, options=options)
+        self._launch = WorkerLaunch(
+            kind=kind,
+            config=self._sandbox,
+            pool_dir=self._pool_dir,
+            options=options,
+            bwrap=bubblewrap_path() if kind == "bubblewrap" else None,
+        )
         self._idle = asyncio.Queue()
         started = await asyncio.gather(
             *(self._start_worker() for _ in range(self.size)), return_exceptions=True
@@ -215,7 +228,10 @@ class WorkerPool:
         task.add_done_callback(self._retiring.discard)
 
     async def _stop(self, worker: WorkerHandle) -> None:
-        await worker.shutdown(SHUTDOWN_GRACE_SECONDS)
+        # Its run is over and reported (a held session's browser is closed by then, or lost with it):
+        # nothing is left to close in order, and a graceful browser and driver shutdown costs the CPU
+        # the next run's worker is starting on. The kill takes the whole process tree.
+        await asyncio.to_thread(worker.kill)
         for run_id in list(worker.sessions):
             await self._session_closed(SessionReleased(run_id=run_id, reason="worker stopped"))
 

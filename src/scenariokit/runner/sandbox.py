@@ -140,12 +140,15 @@ def bubblewrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-@cache
 def bubblewrap_works() -> bool:
-    """Whether bubblewrap starts a process here with the flags workers use (probed once)."""
-    bwrap = bubblewrap_path()
-    if bwrap is None or not sys.platform.startswith("linux"):
-        return False
+    """Whether the ``bwrap`` on ``PATH`` starts a process here with the flags workers use."""
+    found = bubblewrap_path()
+    return found is not None and sys.platform.startswith("linux") and _probe(found)
+
+
+@cache
+def _probe(bwrap: str) -> bool:
+    """Start ``true`` under ``bwrap`` (once per executable: the answer does not change while we run)."""
     argv = [bwrap, *_base_flags(), "--", "/bin/sh", "-c", "exit 0"]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=20, env={"PATH": os.defpath})
@@ -233,14 +236,16 @@ def hidden_folders(hidden: Sequence[Path]) -> list[Path]:
     return unique
 
 
-def bubblewrap_argv(run_dir: Path, hidden: Sequence[Path], needed: Sequence[Path]) -> list[str]:
+def bubblewrap_argv(
+    run_dir: Path, hidden: Sequence[Path], needed: Sequence[Path], bwrap: str | None = None
+) -> list[str]:
     """The ``bwrap`` command line for one worker (the Python command follows ``--``).
 
     Hidden folders become empty ``tmpfs`` mounts; whatever the worker needs inside them (the
     interpreter under ``/root/.pyenv``, the source folder under the server's working directory) is
     bound back read-only; the private run directory is the one writable place that outlives ``/tmp``.
     """
-    bwrap = bubblewrap_path()
+    bwrap = bwrap or bubblewrap_path()
     if bwrap is None:
         raise SandboxUnavailable("bwrap is not installed")
     argv = [bwrap, *_base_flags()]
@@ -324,7 +329,12 @@ class WorkerCommand:
 
 
 def worker_command(
-    kind: SandboxKind, run_dir: Path, config: SandboxConfig, browser_executable: str | None, fd: int
+    kind: SandboxKind,
+    run_dir: Path,
+    config: SandboxConfig,
+    browser_executable: str | None,
+    fd: int,
+    bwrap: str | None = None,
 ) -> WorkerCommand:
     """The command that starts a worker in ``run_dir`` under the ``kind`` of sandbox, its pipe on ``fd``."""
     path = [entry for entry in sys.path if entry and Path(entry).resolve() != Path.cwd().resolve()]
@@ -332,7 +342,7 @@ def worker_command(
     as_root = os.geteuid() == 0
     if kind == "bubblewrap":
         needed = needed_paths(browser_executable)
-        argv = [*bubblewrap_argv(run_dir, config.hidden, needed), "--", *python]
+        argv = [*bubblewrap_argv(run_dir, config.hidden, needed, bwrap), "--", *python]
         inner = SANDBOX_RUN_DIR
         user = UNPRIVILEGED_ID if as_root else None
     else:

@@ -73,6 +73,8 @@ class WorkerLaunch:
     config: SandboxConfig
     pool_dir: Path
     options: WorkerOptions
+    #: the ``bwrap`` executable found when the pool started (under bubblewrap)
+    bwrap: str | None = None
 
 
 class WorkerHandle:
@@ -129,6 +131,7 @@ class WorkerHandle:
                 launch.config,
                 launch.options.browser.executable,
                 child_end.fileno(),
+                launch.bwrap,
             )
             self.inner_dir = command.inner_dir
             # Started from the loop's thread: bubblewrap's --die-with-parent follows the starting thread.
@@ -227,9 +230,11 @@ class WorkerHandle:
         if self.gone or self._conn is None:
             return False
         async with self._send_lock:
+            if self._conn.closed:  # the reader closed it: the worker is gone
+                return False
             try:
                 await asyncio.to_thread(self._conn.send, command)
-            except OSError:
+            except (OSError, TypeError):  # TypeError: closed by the reader thread meanwhile
                 return False
         return True
 
