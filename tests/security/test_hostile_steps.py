@@ -312,7 +312,7 @@ async def test_run_directories_are_removed_once_their_workers_are_gone(hostile: 
     )
     assert spinning.run.error is not None and spinning.run.error.kind is RunErrorKind.TIMEOUT
     pool_dirs = glob.glob(f"/tmp/scenariokit-pool-{os.getpid()}-*/run-*")
-    for _ in range(100):
+    for _ in range(300):  # a loaded machine may take a while to kill and clean up
         pool_dirs = glob.glob(f"/tmp/scenariokit-pool-{os.getpid()}-*/run-*")
         if len(pool_dirs) <= 1:  # the warm worker waiting for the next run
             break

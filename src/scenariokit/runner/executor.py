@@ -218,20 +218,32 @@ class WorkerPool:
                 logger.exception("could not start a worker; retrying")
                 await asyncio.sleep(RESPAWN_DELAY_SECONDS)
 
-    def _retire(self, worker: WorkerHandle) -> None:
-        """Stop a worker whose run is over (once): it exits, its processes die, its directory goes."""
+    def _retire(self, worker: WorkerHandle, run_id: uuid.UUID | None = None) -> None:
+        """Stop a worker whose run is over (once): it exits, its processes die, its directory goes.
+
+        With ``run_id``, the run it executed finished normally: the kill is that run's browser close.
+        """
         if worker not in self._workers:
             return
         self._workers.discard(worker)
-        task = asyncio.ensure_future(self._stop(worker))
+        task = asyncio.ensure_future(self._stop(worker, run_id))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
 
-    async def _stop(self, worker: WorkerHandle) -> None:
+    async def _stop(self, worker: WorkerHandle, run_id: uuid.UUID | None = None) -> None:
         # Its run is over and reported (a held session's browser is closed by then, or lost with it):
         # nothing is left to close in order, and a graceful browser and driver shutdown costs the CPU
-        # the next run's worker is starting on. The kill takes the whole process tree.
+        # the next run's worker is starting on. The kill takes the whole process tree, so it is the
+        # run's browser close in its timings.
+        closing = utcnow()
         await asyncio.to_thread(worker.kill)
+        if run_id is not None and self._on_browser_closed is not None:
+            try:
+                await self._on_browser_closed(
+                    BrowserClosed(run_id=run_id, started_at=closing, finished_at=utcnow())
+                )
+            except Exception:
+                logger.exception("on_browser_closed failed for run %s", run_id)
         for run_id in list(worker.sessions):
             await self._session_closed(SessionReleased(run_id=run_id, reason="worker stopped"))
 
@@ -247,10 +259,6 @@ class WorkerPool:
             if report.run_id not in worker.sessions:
                 return  # a worker speaks only for the sessions it holds
             task = asyncio.ensure_future(self._session_closed(report))
-            self._callbacks.add(task)
-            task.add_done_callback(self._callbacks.discard)
-        elif isinstance(report, BrowserClosed) and self._on_browser_closed is not None:
-            task = asyncio.ensure_future(self._on_browser_closed(report))
             self._callbacks.add(task)
             task.add_done_callback(self._callbacks.discard)
         elif isinstance(report, WorkerGone):
@@ -396,7 +404,8 @@ class WorkerPool:
         finally:
             worker.current_run = None
             if not (finished and worker.ready and job.run_id in worker.sessions):
-                self._retire(worker)  # one run per worker; one holding a session stays until released
+                # one run per worker; one holding a session stays until released
+                self._retire(worker, job.run_id if finished else None)
 
     async def _follow(self, worker: WorkerHandle, run: _ActiveRun, on_event: EventCallback) -> RunFinished:
         """Forward the run's events until it finishes, killing the worker when a limit passes."""

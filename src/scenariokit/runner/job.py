@@ -157,8 +157,9 @@ class SessionReleased:
 class BrowserClosed:
     """A finished run's browser was closed (from ``started_at`` to ``finished_at``).
 
-    Not a :data:`RunEvent`: the browser closes after the run's outcome is reported, so closing delays
-    no result; it arrives through the pool's ``on_browser_closed`` callback, for the run's timings.
+    Not a :data:`RunEvent`: the browser goes after the run's outcome is reported, so closing delays
+    no result. The pool reports it through its ``on_browser_closed`` callback, for the run's timings:
+    it kills the run's one-run worker with its browser, and that kill is the close (no worker sends it).
     """
 
     run_id: uuid.UUID

@@ -20,7 +20,6 @@ import attrs
 
 from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
 from scenariokit.runner.job import (
-    BrowserClosed,
     LogEvent,
     RunEvent,
     RunFinished,
@@ -81,7 +80,7 @@ class RunReport:
     event: RunEvent
 
 
-Report = WorkerReady | RunReport | SessionReleased | BrowserClosed
+Report = WorkerReady | RunReport | SessionReleased
 
 #: the largest report the parent reads (a saved session's storage state is the big one)
 MAX_REPORT_BYTES = 64 * 1024 * 1024
@@ -96,7 +95,6 @@ _REPORT_CLASSES = {
     ("scenariokit.runner.job", "SessionSaved"),
     ("scenariokit.runner.job", "RunFinished"),
     ("scenariokit.runner.job", "SessionReleased"),
-    ("scenariokit.runner.job", "BrowserClosed"),
     ("scenariokit.domain.model", "StepResult"),
     ("scenariokit.domain.model", "RunError"),
     ("scenariokit.domain.model", "RunErrorKind"),
@@ -129,7 +127,7 @@ def decode_report(data: bytes) -> Report:
         raise
     except Exception as exc:
         raise UnreadableReport(f"{type(exc).__name__}: {exc}") from None
-    if not isinstance(report, WorkerReady | RunReport | SessionReleased | BrowserClosed):
+    if not isinstance(report, WorkerReady | RunReport | SessionReleased):
         raise UnreadableReport(f"not a report: {type(report).__name__}")
     if isinstance(report, RunReport) and isinstance(report.event, LogEvent):
         event = report.event

@@ -29,7 +29,7 @@ from playwright.async_api import async_playwright
 from scenariokit.domain.model import RunError, RunErrorKind, utcnow
 from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.execution import HeldSession, RunEnd, RunExecution, close_browser
-from scenariokit.runner.job import BrowserClosed, RunEvent, RunJob, SessionReleased
+from scenariokit.runner.job import RunEvent, RunJob, SessionReleased
 from scenariokit.runner.plugin_hooks import PluginHooks
 from scenariokit.runner.processes import process_tree
 from scenariokit.runner.protocol import (
@@ -202,10 +202,8 @@ class Worker:
         if end.session is not None:
             self._hold(end.session)
             return
-        if end.browser is not None:
-            closing = utcnow()
+        if end.browser is not None:  # the pool kills this worker as soon as it has the outcome
             await close_browser(end.browser)
-            self._send(BrowserClosed(run_id=job.run_id, started_at=closing, finished_at=utcnow()))
         self._inbox.put_nowait(Shutdown())
 
     def _report(self, job: RunJob, event: RunEvent) -> None:
