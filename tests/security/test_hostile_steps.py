@@ -311,11 +311,14 @@ async def test_run_directories_are_removed_once_their_workers_are_gone(hostile: 
         "killed at its limit", "open('left.txt', 'w').write('x')\nwhile True:\n    pass", step_timeout=2
     )
     assert spinning.run.error is not None and spinning.run.error.kind is RunErrorKind.TIMEOUT
-    pool_dirs = glob.glob(f"/tmp/scenariokit-pool-{os.getpid()}-*/run-*")
+    pool = (await hostile.kit.start_runner()).pool
+    # only this pool's directory: other tests' pools in this process keep warm workers of their own
+    own_runs = f"{pool._pool_dir}/run-*"
+    run_dirs = glob.glob(own_runs)
     for _ in range(300):  # a loaded machine may take a while to kill and clean up
-        pool_dirs = glob.glob(f"/tmp/scenariokit-pool-{os.getpid()}-*/run-*")
-        if len(pool_dirs) <= 1:  # the warm worker waiting for the next run
+        run_dirs = glob.glob(own_runs)
+        if len(run_dirs) <= pool.size:  # the warm workers waiting for the next runs
             break
         await asyncio.sleep(0.1)
-    assert len(pool_dirs) <= 1, pool_dirs
-    assert not glob.glob(f"/tmp/scenariokit-pool-{os.getpid()}-*/run-*/left.txt")
+    assert len(run_dirs) <= pool.size, run_dirs
+    assert not glob.glob(f"{own_runs}/left.txt")
