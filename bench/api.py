@@ -141,6 +141,7 @@ class Result:
     label: str
     seconds: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
+    post_ms: list[float] = field(default_factory=list)
     errors: int = 0
     error_kinds: dict[str, int] = field(default_factory=dict)
     page_ms: float | None = None
@@ -149,8 +150,8 @@ class Result:
     def rps(self) -> float:
         return (len(self.latencies_ms) + self.errors) / self.seconds if self.seconds else 0.0
 
-    def quantile(self, q: float) -> float:
-        ordered = sorted(self.latencies_ms)
+    def quantile(self, q: float, posts: bool = False) -> float:
+        ordered = sorted(self.post_ms if posts else self.latencies_ms)
         return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))] if ordered else 0.0
 
 
@@ -162,14 +163,13 @@ async def load(url: str, label: str, requests: int) -> Result:
     async with aiohttp.ClientSession(url, connector=connector) as http:
 
         async def one(index: int) -> None:
+            expected = 201 if index % 4 == 3 else 200
             began = time.perf_counter()
             try:
-                if index % 4 == 3:
+                if expected == 201:
                     answer = await http.post(CREATE_PATH, data=create_body(index), headers=JSON_HEADERS)
-                    expected = 201
                 else:
                     answer = await http.get(LIST_PATH)
-                    expected = 200
                 async with answer:
                     await answer.read()
                     ok = answer.status == expected
@@ -178,6 +178,8 @@ async def load(url: str, label: str, requests: int) -> Result:
                 ok, kind = False, type(exc).__name__
             if ok:
                 result.latencies_ms.append((time.perf_counter() - began) * 1000)
+                if expected == 201:
+                    result.post_ms.append(result.latencies_ms[-1])
             else:
                 result.errors += 1
                 result.error_kinds[kind] = result.error_kinds.get(kind, 0) + 1
@@ -261,12 +263,14 @@ async def postgres_schema(base: str) -> AsyncIterator[str | None]:
 def report(results: list[Result], ceiling_page_ms: float) -> None:
     """The table, the ratios to the ceiling and the targets."""
     top = results[0]
-    print(f"{'server':34s} {'req/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'errors':>7s} {'ceiling':>8s}")
+    print(f"{'server':34s} {'req/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'errors':>7s} {'ceiling':>8s}"
+          f" {'POST p99':>9s}")  # fmt: skip
     for r in results:
         ratio = r.rps / top.rps if top.rps else 0.0
         errors = f"{r.errors}" + (f" {r.error_kinds}" if r.error_kinds else "")
         p50, p99 = r.quantile(0.5), r.quantile(0.99)
-        print(f"{r.label:34s} {r.rps:8.0f} {p50:8.1f} {p99:8.1f} {errors:>7s} {ratio:7.0%}")
+        posts = r.quantile(0.99, posts=True)
+        print(f"{r.label:34s} {r.rps:8.0f} {p50:8.1f} {p99:8.1f} {errors:>7s} {ratio:7.0%} {posts:9.1f}")
     print(f"one page of 20 scenarios, sequential round trip (median): ceiling {ceiling_page_ms:.2f} ms")
     for r in results[1:]:
         assert r.page_ms is not None
