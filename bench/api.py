@@ -8,14 +8,15 @@ same client, in the same run, loads
   ceiling, what the client and the loopback can do on this machine;
 - (b) ``scenariokit serve`` on a temporary SQLite file;
 - (c) ``scenariokit serve`` on PostgreSQL (a schema of its own, dropped afterwards), skipped with a
-  note when the server at ``--postgres`` does not answer.
+  note when the server at ``--postgres`` does not answer;
+- (d) the same with ``--processes 2`` (``--processes N``; 1 leaves it out).
 
 Both servers run without the scheduler (``SCENARIOKIT_RUN_SCHEDULER=false``): the pure API figure.
 About 200 scenarios are stored first. Each line gives requests/s, p50, p99, errors and the ratio to
 the ceiling; then the sequential time of one page of 20 scenarios (one connection, the median round
 trip), less the ceiling's round trip: the server's own time for that page.
 
-    python bench/api.py [--requests 3000] [--short] [--postgres URL | --no-postgres]
+    python bench/api.py [--requests 3000] [--short] [--postgres URL | --no-postgres] [--processes 2]
 """
 
 from __future__ import annotations
@@ -278,7 +279,7 @@ def report(results: list[Result], ceiling_page_ms: float) -> None:
         met = "met" if server <= TARGET_PAGE_MS else "NOT met"
         print(f"  {r.label:32s} {r.page_ms:.2f} ms, server time ≈ {server:.2f} ms", end=" ")
         print(f"(target ≤ {TARGET_PAGE_MS} ms: {met})")
-    for r in results[1:]:
+    for r in results[1:3]:
         fast = r.rps >= TARGET_RPS and r.quantile(0.99) <= TARGET_P99_MS
         met = "met" if fast and not r.errors else "NOT met"
         print(f"target ≥ {TARGET_RPS:.0f} req/s, p99 ≤ {TARGET_P99_MS:.0f} ms, 0 errors — {r.label}: {met}")
@@ -290,6 +291,9 @@ async def main() -> None:
     parser.add_argument("--short", action="store_true", help="600 requests, 100 sequential pages")
     parser.add_argument("--postgres", default=os.environ.get("BENCH_POSTGRES_URL", DEFAULT_POSTGRES))
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument(
+        "--processes", type=int, default=2, help="server processes of the last line (1: none)"
+    )
     args = parser.parse_args()
     requests = 600 if args.short and args.requests == 3000 else args.requests
     sequential = 100 if args.short else SEQUENTIAL
@@ -311,6 +315,15 @@ async def main() -> None:
                 with tempfile.TemporaryDirectory() as tmp:
                     async with scenariokit_serve(Path(tmp), settle=0.5, env_extra=env) as served:
                         label = "scenariokit serve, PostgreSQL"
+                        results.append(await measure_server(served.url, label, requests, sequential))
+        async with postgres_schema(args.postgres) as database_url:
+            if database_url is not None and args.processes > 1:
+                env = {**api_only, "SCENARIOKIT_DATABASE_URL": database_url}
+                env["SCENARIOKIT_SECRET_KEY"] = BENCH_KEY
+                processes = ("--processes", str(args.processes))
+                with tempfile.TemporaryDirectory() as tmp:
+                    async with scenariokit_serve(Path(tmp), *processes, settle=5, env_extra=env) as served:
+                        label = f"serve --processes {args.processes}, PostgreSQL"
                         results.append(await measure_server(served.url, label, requests, sequential))
     report(results, ceiling_page_ms)
 
