@@ -211,11 +211,18 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def scenariokit_serve(folder: Path, *extra: str) -> AsyncIterator[Served]:
-    """``scenariokit serve`` with its defaults, on a free port and a SQLite file in ``folder``."""
+async def scenariokit_serve(
+    folder: Path, *extra: str, settle: float = 2.0, env_extra: dict[str, str] | None = None
+) -> AsyncIterator[Served]:
+    """``scenariokit serve`` with its defaults, on a free port and a SQLite file in ``folder``.
+
+    ``env_extra`` adds or overrides ``SCENARIOKIT_*`` variables (another database, no scheduler);
+    ``settle`` is the pause after ``/health`` answers, for the workers to launch their first browser.
+    """
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCENARIOKIT_")}
     env.update(SCENARIOKIT_DATABASE_URL=f"sqlite:///{folder / 'bench.db'}", SCENARIOKIT_PORT=str(port))
+    env.update(env_extra or {})
     command = Path(sys.executable).parent / "scenariokit"
     process = await asyncio.create_subprocess_exec(
         str(command), "serve", *extra, cwd=folder, env=env,
@@ -233,7 +240,7 @@ async def scenariokit_serve(folder: Path, *extra: str) -> AsyncIterator[Served]:
                 if process.returncode is not None or time.monotonic() > deadline:
                     raise SystemExit(f"scenariokit serve did not come up (exit code {process.returncode})")
                 await asyncio.sleep(0.2)
-        await asyncio.sleep(2)  # let every worker launch its first browser
+        await asyncio.sleep(settle)  # let every worker launch its first browser
         yield served
     finally:
         if process.returncode is None:

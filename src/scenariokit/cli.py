@@ -73,7 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         insecure=args.insecure or None,
         run_scheduler=False if args.no_scheduler else None,
     )
-    run_server(settings)
+    run_server(settings, processes=args.processes)
     return 0
 
 
@@ -317,6 +317,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve the API only, and let `scenariokit worker` processes run the scenarios "
         "($SCENARIOKIT_RUN_SCHEDULER=0)",
+    )
+    serve.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="serve with N processes on one port (SO_REUSEPORT), each with its own scheduler and workers; "
+        "PostgreSQL only (default 1)",
     )
     serve.add_argument(
         "--insecure",

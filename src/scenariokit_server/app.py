@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
+import multiprocessing
+import multiprocessing.process
+import os
+import signal
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 
@@ -29,7 +34,7 @@ from scenariokit_server.boundary import (
 from scenariokit_server.errors import problem_middleware
 from scenariokit_server.mcp import setup_mcp
 from scenariokit_server.openapi import setup_openapi
-from scenariokit_server.settings import Settings, UnsafeBindError
+from scenariokit_server.settings import Settings, SettingsError, UnsafeBindError
 from scenariokit_server.views import (
     API_PREFIX,
     credentials,
@@ -235,28 +240,61 @@ def check_bind(settings: Settings) -> None:
     check_hosts(settings)
 
 
-def run_server(settings: Settings) -> None:
+def check_processes(settings: Settings, processes: int) -> None:
+    """Refuse ``--processes`` a deployment cannot take: several need PostgreSQL and a fixed port."""
+    if processes < 1:
+        raise SettingsError(f"--processes must be 1 or more, got {processes}")
+    if processes == 1:
+        return
+    if settings.database_url.startswith("sqlite"):
+        raise SettingsError(
+            f"--processes {processes} needs PostgreSQL: a SQLite file has one writer at a time, so more "
+            "server processes would only wait for each other; serve SQLite with one process (see "
+            'docs/deployment.md, "Performance under load")'
+        )
+    if settings.port == 0:
+        raise SettingsError("--processes needs a fixed --port: the processes share one port")
+
+
+def run_server(settings: Settings, *, processes: int = 1) -> None:
     """Serve until SIGINT or SIGTERM, printing the URL; refuses an unsafe bind (see :func:`check_bind`).
 
     A signal asks the server to stop and nothing more: a start-up under way (migrations, worker
     processes, browsers) completes, then everything closes in order, so stopping a server that is still
     starting leaves no process behind and prints no error.
+
+    With ``processes`` > 1 (PostgreSQL), this process starts, migrates and binds first; then it starts
+    the others, which bind the same port (``SO_REUSEPORT``: the kernel spreads connections over them).
+    Each has its own scheduler and workers, sharing the runs through their leases.
     """
     check_bind(settings)
-    asyncio.run(_serve_until_stopped(settings))
+    check_processes(settings, processes)
+    asyncio.run(_serve_until_stopped(settings, processes=processes))
 
 
-async def _serve_until_stopped(settings: Settings) -> None:
+def _serve_one_more(settings: Settings) -> None:
+    """One of the further processes of ``serve --processes N`` (started by :func:`run_server`)."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_until_stopped(settings, processes=1, reuse_port=True))
+
+
+async def _serve_until_stopped(settings: Settings, *, processes: int = 1, reuse_port: bool = False) -> None:
     stop = stop_on_signals()
     runner = web.AppRunner(create_app(settings), handle_signals=False, **server_options())
+    others: list[multiprocessing.process.BaseProcess] = []
     try:
         await runner.setup()
         if not stop.is_set():
-            await web.TCPSite(runner, settings.host, settings.port).start()
-            url = attrs.evolve(settings, port=runner.addresses[0][1]).url
-            sandbox = health.sandbox_kind(runner.app, settings)
-            print(f"======== Running on {url} ========", f"API docs at {url}/docs", f"Sandbox: {sandbox}",
-                  "(Press CTRL+C to quit)", sep="\n", flush=True)  # fmt: skip
+            shared = reuse_port or processes > 1
+            await web.TCPSite(runner, settings.host, settings.port, reuse_port=shared or None).start()
+            if not reuse_port:  # the first process: it starts the others, once the database is migrated
+                others = _start_others(settings, processes - 1)
+                url = attrs.evolve(settings, port=runner.addresses[0][1]).url
+                sandbox = health.sandbox_kind(runner.app, settings)
+                served = f" ({processes} processes)" if processes > 1 else ""
+                print(f"======== Running on {url}{served} ========", f"API docs at {url}/docs",
+                      f"Sandbox: {sandbox}", "(Press CTRL+C to quit)", sep="\n", flush=True)  # fmt: skip
             await stop.wait()
     except Exception:
         if not stop.is_set():
@@ -264,4 +302,20 @@ async def _serve_until_stopped(settings: Settings) -> None:
         # Ctrl-C in a terminal signals the whole process group: workers still starting die with it.
         logger.info("stopped while starting", exc_info=logger.isEnabledFor(logging.DEBUG))
     finally:
+        for other in others:
+            if other.is_alive() and other.pid is not None:
+                os.kill(other.pid, signal.SIGTERM)
         await runner.cleanup()  # closes whatever start-up had opened, also after a failed start
+        for other in others:
+            await asyncio.to_thread(other.join)
+
+
+def _start_others(settings: Settings, count: int) -> list[multiprocessing.process.BaseProcess]:
+    """Start ``count`` more server processes on the same port (fresh interpreters: nothing inherited)."""
+    context = multiprocessing.get_context("spawn")
+    others: list[multiprocessing.process.BaseProcess] = []
+    for _ in range(count):
+        other = context.Process(target=_serve_one_more, args=(settings,), name="scenariokit serve")
+        other.start()
+        others.append(other)
+    return others

@@ -20,6 +20,7 @@ from scenariokit.domain.errors import (
     TooLarge,
     ValidationError,
 )
+from scenariokit_server.views import json_response
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def problem(
 ) -> web.Response:
     """A problem-details response: ``type``, ``title``, ``status``, ``detail`` and maybe ``errors``."""
     body = problem_body(status, detail, errors=errors)
-    return web.json_response(body, status=status, headers=headers, content_type=PROBLEM_CONTENT_TYPE)
+    return json_response(body, status=status, headers=headers, content_type=PROBLEM_CONTENT_TYPE)
 
 
 def problem_body(status: int, detail: str, *, errors: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def domain_problem(exc: ScenarioKitError) -> web.Response:
     status = status_of(exc)
     if status == 500:
         return server_fault(exc)
-    return web.json_response(domain_problem_body(exc), status=status, content_type=PROBLEM_CONTENT_TYPE)
+    return json_response(domain_problem_body(exc), status=status, content_type=PROBLEM_CONTENT_TYPE)
 
 
 def http_problem(exc: web.HTTPException, request: web.Request) -> web.Response:
