@@ -10,59 +10,134 @@ The embedding API::
         assert result.run.status == scenariokit.RunStatus.PASS
 
 Everything named here is stable API; other modules are implementation.
+
+The names are imported on first use (module ``__getattr__``), so ``import scenariokit`` (and so every
+pytest session, which loads the scenariokit plugin) does not pay for Playwright or SQLAlchemy.
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from scenariokit.domain.errors import (
-    BrowserUnavailable,
-    Conflict,
-    InvalidQuery,
-    NotFound,
-    ScenarioKitError,
-    TooLarge,
-    ValidationError,
-)
-from scenariokit.domain.model import (
-    Credential,
-    CredentialLink,
-    Environment,
-    Run,
-    RunError,
-    RunErrorKind,
-    RunLogEntry,
-    RunStatus,
-    Scenario,
-    Session,
-    SessionStatus,
-    Snippet,
-    Step,
-    StepResult,
-    StepStatus,
-    mask_token,
-)
-from scenariokit.kit import Kit, open_kit
-from scenariokit.plugins import get_plugin_manager, hookimpl
-from scenariokit.queries import (
-    CredentialQuery,
-    EnvironmentQuery,
-    LogQuery,
-    Page,
-    RunQuery,
-    ScenarioQuery,
-    SessionQuery,
-    SnippetQuery,
-)
-from scenariokit.services import RunSettings, Services
-from scenariokit.storage import open_store
-from scenariokit.views import RunDetail
+if TYPE_CHECKING:
+    from scenariokit.domain.errors import (
+        BrowserUnavailable,
+        Conflict,
+        InvalidQuery,
+        NotFound,
+        ScenarioKitError,
+        TooLarge,
+        ValidationError,
+    )
+    from scenariokit.domain.model import (
+        Credential,
+        CredentialLink,
+        Environment,
+        Run,
+        RunError,
+        RunErrorKind,
+        RunLogEntry,
+        RunStatus,
+        Scenario,
+        Session,
+        SessionStatus,
+        Snippet,
+        Step,
+        StepResult,
+        StepStatus,
+        mask_token,
+    )
+    from scenariokit.kit import Kit, open_kit
+    from scenariokit.plugins import get_plugin_manager, hookimpl
+    from scenariokit.queries import (
+        CredentialQuery,
+        EnvironmentQuery,
+        LogQuery,
+        Page,
+        RunQuery,
+        ScenarioQuery,
+        SessionQuery,
+        SnippetQuery,
+    )
+    from scenariokit.services import RunSettings, Services
+    from scenariokit.storage import open_store
+    from scenariokit.views import RunDetail
 
-try:
-    __version__ = version("scenariokit")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0"
+#: where each public name lives
+_PUBLIC: dict[str, tuple[str, ...]] = {
+    "scenariokit.domain.errors": (
+        "BrowserUnavailable",
+        "Conflict",
+        "InvalidQuery",
+        "NotFound",
+        "ScenarioKitError",
+        "TooLarge",
+        "ValidationError",
+    ),
+    "scenariokit.domain.model": (
+        "Credential",
+        "CredentialLink",
+        "Environment",
+        "Run",
+        "RunError",
+        "RunErrorKind",
+        "RunLogEntry",
+        "RunStatus",
+        "Scenario",
+        "Session",
+        "SessionStatus",
+        "Snippet",
+        "Step",
+        "StepResult",
+        "StepStatus",
+        "mask_token",
+    ),
+    "scenariokit.kit": ("Kit", "open_kit"),
+    "scenariokit.plugins": (
+        "get_plugin_manager",
+        "hookimpl",
+    ),
+    "scenariokit.queries": (
+        "CredentialQuery",
+        "EnvironmentQuery",
+        "LogQuery",
+        "Page",
+        "RunQuery",
+        "ScenarioQuery",
+        "SessionQuery",
+        "SnippetQuery",
+    ),
+    "scenariokit.services": (
+        "RunSettings",
+        "Services",
+    ),
+    "scenariokit.storage": ("open_store",),
+    "scenariokit.views": ("RunDetail",),
+}
+_HOME = {name: module for module, names in _PUBLIC.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use and keep it, so later lookups are plain attribute reads."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value: Any = version("scenariokit")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            value = "0.0.0"
+    elif name in _HOME:
+        value = getattr(importlib.import_module(_HOME[name]), name)
+    else:
+        raise AttributeError(f"module 'scenariokit' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "BrowserUnavailable",

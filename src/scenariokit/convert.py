@@ -1,4 +1,4 @@
-"""Conversion between the domain and its camelCase JSON shapes (CONTRACT.md section 5).
+"""Conversion between the domain and its camelCase JSON shapes (docs/rest.md, "Conventions").
 
 One converter per boundary, made by :func:`make_converter`; never cattrs' global one. Structuring
 failures become :class:`~scenariokit.domain.errors.ValidationError` whose ``errors`` name each field by

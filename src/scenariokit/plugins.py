@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING
+
 import pluggy
 
 from scenariokit import hookspecs
+
+if TYPE_CHECKING:
+    from scenariokit.domain.model import Run, Scenario
+
+log = logging.getLogger(__name__)
 
 hookimpl = pluggy.HookimplMarker("scenariokit")
 
@@ -26,3 +34,29 @@ def get_plugin_manager(*, load_entry_points: bool = True) -> pluggy.PluginManage
     if load_entry_points:
         manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
     return manager
+
+
+class HookRelay:
+    """The lifecycle hooks the service layer fires, one typed method per hook.
+
+    Callers fire them only after the unit of work that stored what the hook reports has committed
+    (the hookspecs promise a stored result). A plugin's fault is logged, never raised: a broken
+    plugin must not fail the run whose result is already stored.
+    """
+
+    def __init__(self, manager: pluggy.PluginManager) -> None:
+        self._hook = manager.hook
+
+    def run_started(self, *, run: Run, scenario: Scenario) -> None:
+        """Fire ``scenariokit_run_started`` for a run a worker has claimed (its lease is stored)."""
+        try:
+            self._hook.scenariokit_run_started(run=run, scenario=scenario)
+        except Exception:  # a plugin's fault must not fail the run
+            log.exception("plugin hook scenariokit_run_started failed")
+
+    def run_finished(self, *, run: Run, scenario: Scenario) -> None:
+        """Fire ``scenariokit_run_finished`` for a run whose outcome is committed."""
+        try:
+            self._hook.scenariokit_run_finished(run=run, scenario=scenario)
+        except Exception:  # a plugin's fault must not fail the run
+            log.exception("plugin hook scenariokit_run_finished failed")

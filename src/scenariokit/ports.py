@@ -44,8 +44,12 @@ class Repository(abc.ABC, Generic[T, Q]):
     """Reads and writes one aggregate. ``get`` returns None for a missing id; services raise NotFound."""
 
     @abc.abstractmethod
-    async def get(self, ident: uuid.UUID) -> T | None:
-        """The record with this id, or None."""
+    async def get(self, ident: uuid.UUID, *, lock: bool = False) -> T | None:
+        """The record with this id, or None.
+
+        With ``lock`` the record stays locked until the unit of work ends, so a read-merge-write
+        (PATCH) cannot interleave with another writer of the same record and lose its change.
+        """
 
     @abc.abstractmethod
     async def get_many(self, idents: Sequence[uuid.UUID]) -> list[T]:

@@ -8,6 +8,10 @@ screenshot, without a traceback of the plugin.
 Each pytest process (each pytest-xdist worker too) has its own private store and one browser pool,
 started on first use, kept across tests, and closed at the end of the session. The pool runs on an
 event loop of its own thread, so the fixture serves synchronous and asynchronous tests alike.
+
+Every pytest session loads this module (entry point ``pytest11``), so it imports only pytest at the
+top: the runner, the store and the settings are imported when a scenario file is collected or the
+fixture is used, and a pytest session without scenarios pays nothing for them.
 """
 
 from __future__ import annotations
@@ -16,26 +20,22 @@ import contextlib
 import os
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from scenariokit.background import BackgroundLoop
-from scenariokit.kit import Kit
-from scenariokit.local_runner import LocalRunner, open_local_runner
-from scenariokit.outcomes import FileResult, ScenarioOutcome
-from scenariokit.scenario_files import (
-    EnvChoice,
-    ScenarioEntry,
-    ScenarioFile,
-    ScenarioFileError,
-    is_scenario_file,
-    read_scenario_file,
-)
-from scenariokit.settings import LOCAL_RUN_SETTINGS, Settings, SettingsError, TraceMode, environment_variable
+if TYPE_CHECKING:
+    from scenariokit.background import BackgroundLoop
+    from scenariokit.kit import Kit
+    from scenariokit.local_runner import LocalRunner
+    from scenariokit.outcomes import FileResult, ScenarioOutcome
+    from scenariokit.scenario_files import EnvChoice, ScenarioEntry, ScenarioFile
+    from scenariokit.settings import TraceMode
 
 T = TypeVar("T")
 MARKER = "scenariokit"
+#: what :func:`scenariokit.scenario_files.is_scenario_file` accepts, checked here without importing it
+_SCENARIO_FILE_SUFFIXES = (".scenario.yaml", ".scenario.yml")
 
 
 # --- one runner per pytest process ------------------------------------------------------------
@@ -45,7 +45,11 @@ class SessionRunner:
     """The process's :class:`LocalRunner`, on a background event loop, started on first use."""
 
     def __init__(
-        self, *, workers: int = 1, artifacts_dir: Path | None = None, trace: TraceMode = "off"
+        self,
+        *,
+        workers: int = 1,
+        artifacts_dir: Path | None = None,
+        trace: TraceMode = "off",
     ) -> None:
         self.workers = workers
         self.artifacts_dir = artifacts_dir
@@ -55,6 +59,8 @@ class SessionRunner:
         self._stack = contextlib.AsyncExitStack()
 
     async def _open(self) -> LocalRunner:
+        from scenariokit.local_runner import open_local_runner
+
         runner = await self._stack.enter_async_context(
             open_local_runner(
                 workers=self.workers,
@@ -67,6 +73,8 @@ class SessionRunner:
 
     def _started(self) -> tuple[BackgroundLoop, LocalRunner]:
         if self._loop is None:
+            from scenariokit.background import BackgroundLoop
+
             self._loop = BackgroundLoop()
         if self._runner is None:
             self._runner = self._loop.call(self._open())
@@ -103,8 +111,30 @@ SESSION_RUNNER = pytest.StashKey[SessionRunner]()
 
 
 def session_runner(config: pytest.Config) -> SessionRunner:
-    """The runner of this pytest process."""
-    return config.stash[SESSION_RUNNER]
+    """The runner of this pytest process, prepared (not started) on first use from the settings."""
+    runner = config.stash.get(SESSION_RUNNER, None)
+    if runner is None:
+        runner = config.stash[SESSION_RUNNER] = _prepare_runner(config)
+    return runner
+
+
+def _prepare_runner(config: pytest.Config) -> SessionRunner:
+    """A runner as the options and ``SCENARIOKIT_*`` settings say; bad values are a usage error."""
+    from scenariokit.settings import LOCAL_RUN_SETTINGS, Settings, SettingsError, environment_variable
+
+    try:
+        settings = Settings.from_env(only=LOCAL_RUN_SETTINGS)
+    except SettingsError as exc:
+        raise pytest.UsageError(f"scenariokit: {exc}") from None
+    given = {name for name in LOCAL_RUN_SETTINGS if os.environ.get(environment_variable(name), "").strip()}
+    # One browser per pytest process unless asked: pytest-xdist multiplies processes already.
+    workers = config.getoption("scenariokit_workers") or (settings.workers if "workers" in given else 1)
+    artifacts = config.getoption("scenariokit_artifacts")
+    if artifacts is None and "artifacts_dir" in given:
+        artifacts = settings.artifacts_dir
+    return SessionRunner(
+        workers=workers, artifacts_dir=Path(artifacts) if artifacts else None, trace=settings.trace
+    )
 
 
 # --- options and lifecycle --------------------------------------------------------------------
@@ -134,23 +164,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Prepare (not start) this process's runner and register the ``scenariokit`` marker."""
+    """Register the ``scenariokit`` marker; the runner is prepared when a scenario first needs it."""
     config.addinivalue_line("markers", f"{MARKER}: a scenario collected from a *.scenario.yaml file")
-    try:
-        settings = Settings.from_env(only=LOCAL_RUN_SETTINGS)
-    except SettingsError as exc:
-        raise pytest.UsageError(f"scenariokit: {exc}") from None
-    given = {name for name in LOCAL_RUN_SETTINGS if os.environ.get(environment_variable(name), "").strip()}
-    # One browser per pytest process unless asked: pytest-xdist multiplies processes already.
-    workers = config.getoption("scenariokit_workers") or (settings.workers if "workers" in given else 1)
-    if workers < 1:
+    workers = config.getoption("scenariokit_workers")
+    if workers is not None and workers < 1:
         raise pytest.UsageError("--scenariokit-workers must be at least 1")
-    artifacts = config.getoption("scenariokit_artifacts")
-    if artifacts is None and "artifacts_dir" in given:
-        artifacts = settings.artifacts_dir
-    config.stash[SESSION_RUNNER] = SessionRunner(
-        workers=workers, artifacts_dir=Path(artifacts) if artifacts else None, trace=settings.trace
-    )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -172,7 +190,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     """Collect ``*.scenario.yaml`` (and ``*.scenario.yml``) files."""
-    if is_scenario_file(file_path):
+    if file_path.name.endswith(_SCENARIO_FILE_SUFFIXES):
         return ScenarioYamlFile.from_parent(parent, path=file_path)
     return None
 
@@ -181,6 +199,9 @@ class ScenarioYamlFile(pytest.File):
     """A scenario YAML file: one test per scenario."""
 
     def collect(self) -> Iterator[pytest.Item]:
+        from scenariokit.scenario_files import ScenarioFileError, read_scenario_file
+
+        session_runner(self.config)  # bad SCENARIOKIT_* settings stop the session here, not mid-run
         try:
             source = read_scenario_file(self.path)
         except ScenarioFileError as exc:
@@ -215,6 +236,8 @@ class ScenarioItem(pytest.Item):
         choice = self.config.getoption("scenariokit_env")
         if choice and Path(choice).suffix in (".yaml", ".yml"):
             choice = self.config.invocation_params.dir / choice  # xdist workers may start elsewhere
+        from scenariokit.scenario_files import ScenarioFileError
+
         try:
             self._environment_id = runner.call(self._resolve(choice))
             return
@@ -247,6 +270,8 @@ class ScenarioItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         """The failure report of the run, with no traceback of the plugin."""
+        from scenariokit.scenario_files import ScenarioFileError
+
         if isinstance(excinfo.value, ScenarioFailed):
             return excinfo.value.outcome.describe()
         if isinstance(excinfo.value, ScenarioFileError):

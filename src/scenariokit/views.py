@@ -1,4 +1,4 @@
-"""The JSON shapes responses carry (CONTRACT.md section 5), shared by REST, MCP and the CLI.
+"""The JSON shapes responses carry, shared by REST, MCP and the CLI (docs/rest.md, "Conventions").
 
 Policy on what a response may show lives here: a credential's secret never appears (``hasSecret``
 instead), a session's token is masked and its storage state omitted.

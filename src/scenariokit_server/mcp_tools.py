@@ -1,4 +1,4 @@
-"""The MCP tools (CONTRACT.md section 8): each parses its arguments, calls the application service REST
+"""The MCP tools (docs/mcp.md, "Tools"): each parses its arguments, calls the application service REST
 calls, and shapes the result with the REST JSON views.
 
 Validation belongs to the services. A parameter that goes into a request body the services check

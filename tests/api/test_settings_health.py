@@ -124,6 +124,7 @@ async def test_health_says_which_sandbox_confines_the_workers(make_client: Clien
     assert (await auto.json())["sandbox"] == ("bubblewrap" if bubblewrap_works() else "none")
 
 
+@pytest.mark.browser
 async def test_health_names_the_browser_build_runs_use(client: Client) -> None:
     body = await (await client.get("/health")).json()
 

@@ -13,6 +13,7 @@ from scenariokit.cli import build_parser, main
 from scenariokit.cli_run import cmd_run
 
 
+@pytest.mark.browser
 def test_all_passing_exits_0_with_live_progress_on_a_terminal_and_a_junit_report(files: Path) -> None:
     report = files / "reports" / "junit.xml"
     args = build_parser().parse_args(
@@ -35,6 +36,7 @@ def test_all_passing_exits_0_with_live_progress_on_a_terminal_and_a_junit_report
     assert case.find("failure") is None and case.find("error") is None
 
 
+@pytest.mark.browser
 def test_failures_exit_1_with_plain_lines_reports_a_table_and_junit_counts(
     files: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -119,6 +121,7 @@ def test_run_help_teaches_with_examples(capsys: pytest.CaptureFixture[str]) -> N
         assert option in shown
 
 
+@pytest.mark.browser
 def test_server_settings_do_not_reach_a_local_run(
     files: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from doc_blocks import ROOT, code_block
 
+pytestmark = pytest.mark.browser  # every test here runs scenarios in Chromium
+
 
 def run_example(code: str, name: str, site: str, monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
     """Execute an example as a script would, in ``folder``, with SITE_URL naming the test page."""

@@ -33,6 +33,7 @@ def job() -> RunJob:
     )
 
 
+@pytest.mark.browser
 async def test_hook_run_started_and_finished_reach_the_example_plugin_of_the_guide(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -94,6 +95,7 @@ def test_hook_extract_session_token_overrides_the_built_in_rule() -> None:
     assert hooks.extract_token({"cookies": [{"name": "token", "value": "built-in"}]}) == "built-in"
 
 
+@pytest.mark.browser
 async def test_hook_browser_provider_launches_the_run_browser() -> None:
     launched: list[uuid.UUID] = []
 

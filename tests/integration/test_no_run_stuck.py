@@ -25,6 +25,8 @@ from scenariokit.domain.model import Run, RunErrorKind, RunStatus, StepStatus
 from scenariokit.runner.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
 
+pytestmark = pytest.mark.browser  # every test here runs scenarios in Chromium
+
 STEP = "print('hello from a step')"
 
 

@@ -15,7 +15,7 @@ import pytest
 import scenariokit
 from scenariokit.runner.browser import discover_browser
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
 DRIVER = Path(playwright.__file__).parent / "driver"
 LAUNCH_SERVER = """

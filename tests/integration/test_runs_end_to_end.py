@@ -14,7 +14,7 @@ import scenariokit
 from scenariokit.domain.model import RunErrorKind, RunStatus, SessionStatus, StepStatus
 from scenariokit.views import session_json
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
 
 async def _env(kit: scenariokit.Kit, site: Site) -> scenariokit.Environment:

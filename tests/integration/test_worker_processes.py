@@ -26,7 +26,7 @@ from process_checks import alive, descendants, describe
 
 from scenariokit.adapters.sqlalchemy import unique_schema
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
 PG_BASE_URL = os.environ.get("SCENARIOKIT_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 SCENARIOKIT = [sys.executable, "-m", "scenariokit.cli"]

@@ -1,4 +1,4 @@
-"""CONTRACT.md section 9: with API tokens set, ``/mcp`` needs ``Authorization: Bearer <token>``."""
+"""docs/rest.md, "Authentication": with API tokens set, ``/mcp`` needs ``Authorization: Bearer <token>``."""
 
 from __future__ import annotations
 

@@ -48,6 +48,7 @@ def test_scenario_files_are_collected_one_test_per_scenario_without_a_browser(
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.browser
 def test_outcomes_report_the_failing_step_its_code_line_message_and_screenshot(
     scenario_files: pytest.Pytester, tmp_path: Path
 ) -> None:
@@ -81,6 +82,7 @@ def test_outcomes_report_the_failing_step_its_code_line_message_and_screenshot(
     assert "During handling of the above exception" not in out, "a setup error is reported once"
 
 
+@pytest.mark.browser
 def test_the_fixture_runs_files_from_sync_and_async_tests(scenario_files: pytest.Pytester) -> None:
     scenario_files.makepyfile(
         test_with_fixture="""
@@ -114,6 +116,7 @@ def test_the_fixture_runs_files_from_sync_and_async_tests(scenario_files: pytest
     result.assert_outcomes(passed=2)
 
 
+@pytest.mark.browser
 def test_it_runs_under_xdist_and_leaves_no_browser_behind(
     scenario_files: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

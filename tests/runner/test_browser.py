@@ -168,6 +168,7 @@ def test_the_build_in_use_is_named_with_its_version(
     assert browser_build(no_playwright_browser) == f"chromium-headless-shell 156.0.8078.79 ({shell})"
 
 
+@pytest.mark.browser
 def test_the_machines_browser_is_the_headless_shell() -> None:
     """This machine has Debian's chromium-headless-shell (CI installs it): runs use it."""
     assert browser_status() == "ok"

@@ -60,6 +60,7 @@ def test_hook_step_helpers_seeds_from_the_environment_else_the_run() -> None:
     assert scenariokit_step_helpers(job=unseeded)["fake"].seed == unseeded.run_id.int
 
 
+@pytest.mark.browser
 async def test_step_code_fills_a_form_with_helpers_fake_in_a_real_run(tmp_path: Path) -> None:
     code = (
         "await page.set_content('<input id=email><input id=password type=password>')\n"

@@ -102,6 +102,7 @@ async def test_hook_snippet_sources_serves_every_common_alias() -> None:
     assert common.get("login") is None
 
 
+@pytest.mark.browser
 async def test_login_form_finds_the_fields_submits_and_takes_positional_or_named_options(
     kit: scenariokit.Kit, site: str
 ) -> None:
@@ -117,6 +118,7 @@ async def test_login_form_finds_the_fields_submits_and_takes_positional_or_named
     )
 
 
+@pytest.mark.browser
 async def test_accept_cookie_banner_clicks_a_banner_or_its_frame_and_leaves_other_buttons(
     kit: scenariokit.Kit, site: str
 ) -> None:
@@ -135,6 +137,7 @@ async def test_accept_cookie_banner_clicks_a_banner_or_its_frame_and_leaves_othe
     )
 
 
+@pytest.mark.browser
 async def test_wait_for_network_idle_waits_for_late_requests(kit: scenariokit.Kit, site: str) -> None:
     await run_steps(
         kit,
@@ -145,6 +148,7 @@ async def test_wait_for_network_idle_waits_for_late_requests(kit: scenariokit.Ki
     )
 
 
+@pytest.mark.browser
 async def test_fill_form_fills_text_selects_and_checkboxes_by_label(kit: scenariokit.Kit, site: str) -> None:
     await run_steps(
         kit,

@@ -184,6 +184,7 @@ def test_without_urls_the_plugin_sends_nothing(monkeypatch: pytest.MonkeyPatch) 
     assert config.urls == () and scenariokit_webhooks.send(*finished_run(), config) == []
 
 
+@pytest.mark.browser
 async def test_a_real_run_reports_to_the_receiver(
     receiver: Receiver, configure: Configure, tmp_path: Path
 ) -> None:

@@ -19,7 +19,8 @@ from scenariokit.domain.model import FieldError, camel
 
 def compile_step_code(code: str, filename: str) -> types.CodeType:
     """Step code compiled with top-level ``await`` allowed. Raises ``SyntaxError`` or ``ValueError``."""
-    return compile(code, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    compiled: types.CodeType = compile(code, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    return compiled  # typeshed answers Any for compile() with flags
 
 
 def compile_snippet_code(code: str, filename: str) -> types.CodeType:

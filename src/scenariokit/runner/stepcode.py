@@ -186,7 +186,7 @@ class SnippetLibrary:
 
 
 class StepNamespace:
-    """The globals step code and snippets run with (CONTRACT.md section 6)."""
+    """The globals step code and snippets run with (docs/step-code.md, "Names available to step code")."""
 
     def __init__(
         self,

@@ -13,6 +13,7 @@ import pluggy
 
 from scenariokit.convert import make_converter, structure_input
 from scenariokit.domain.errors import NotFound, ValidationError
+from scenariokit.plugins import HookRelay
 from scenariokit.ports import Store, UnitOfWork
 
 T = TypeVar("T")
@@ -71,6 +72,11 @@ class Context:
     settings: RunSettings = attrs.field(factory=RunSettings)
     control: RunControl = attrs.field(factory=NoRunControl)
     converter: cattrs.Converter = attrs.field(factory=make_converter)
+
+    @property
+    def hooks(self) -> HookRelay:
+        """The lifecycle hooks, fired by the services after the commit that stored what they report."""
+        return HookRelay(self.plugins)
 
     def uow(self, *, readonly: bool = False) -> UnitOfWork:
         """A new unit of work on the store."""

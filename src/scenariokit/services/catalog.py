@@ -73,18 +73,31 @@ class _Crud(ServiceBase, Generic[T, I, Q]):
         """Replace a record (PUT)."""
         command = self.ctx.structure(data, self.input_type, what=self.kind)
         async with self.ctx.uow() as uow:
-            old = require(await self.repo(uow).get(ident), self.kind, ident)
-            record = self.build(command, old)
-            await self.check(uow, record, old)
-            await self.repo(uow).update(record)
-            await uow.commit()
-        return record
+            old = await self._locked(uow, ident)
+            return await self._write(uow, command, old)
 
     async def update(self, ident: uuid.UUID, changes: Mapping[str, Any]) -> T:
-        """Change some fields of a record (PATCH)."""
-        old = await self.get(ident)
-        current = {k: v for k, v in self.ctx.converter.unstructure(old).items() if k in self.writable}
-        return await self.replace(ident, merge_patch(current, changes, what=self.kind))
+        """Change some fields of a record (PATCH); fields not named keep their value.
+
+        Read, merge and write happen in one unit of work with the record locked, so two PATCHes of
+        different fields of one record both survive.
+        """
+        async with self.ctx.uow() as uow:
+            old = await self._locked(uow, ident)
+            current = {k: v for k, v in self.ctx.converter.unstructure(old).items() if k in self.writable}
+            merged = merge_patch(current, changes, what=self.kind)
+            command: I = self.ctx.structure(merged, self.input_type, what=self.kind)
+            return await self._write(uow, command, old)
+
+    async def _locked(self, uow: UnitOfWork, ident: uuid.UUID) -> T:
+        return require(await self.repo(uow).get(ident, lock=True), self.kind, ident)
+
+    async def _write(self, uow: UnitOfWork, command: I, old: T) -> T:
+        record = self.build(command, old)
+        await self.check(uow, record, old)
+        await self.repo(uow).update(record)
+        await uow.commit()
+        return record
 
     async def delete(self, ident: uuid.UUID) -> None:
         """Delete a record."""

@@ -194,7 +194,7 @@ class RunService(ServiceBase):
                     log.exception("resolving run %s failed", run.id)
                 await self.fail(run.id, RunErrorKind.ERROR, f"the run could not be started: {reason}")
                 continue
-            self._notify("scenariokit_run_started", run, scenario)
+            self.ctx.hooks.run_started(run=run, scenario=scenario)
             return run, job
 
     async def _job_of(self, run: Run) -> tuple[RunJob, Scenario]:
@@ -315,8 +315,7 @@ class RunService(ServiceBase):
             await uow.runs.update(run)
             await uow.commit()
             scenario = await uow.scenarios.get(run.scenario_id)
-        if scenario is not None:
-            self._notify("scenariokit_run_finished", run, scenario)
+        self._notify_finished(run, scenario)
         return run
 
     async def record_browser_close(self, run_id: uuid.UUID, milliseconds: int) -> None:
@@ -432,14 +431,9 @@ class RunService(ServiceBase):
         return finished, scenario
 
     def _notify_finished(self, run: Run, scenario: Scenario | None) -> None:
+        """Fire ``run_finished`` once the outcome is committed (call it after the unit of work)."""
         if scenario is not None:
-            self._notify("scenariokit_run_finished", run, scenario)
-
-    def _notify(self, hook: str, run: Run, scenario: Scenario) -> None:
-        try:
-            getattr(self.ctx.plugins.hook, hook)(run=run, scenario=scenario)
-        except Exception:  # a plugin's fault must not fail the run
-            log.exception("plugin hook %s failed", hook)
+            self.ctx.hooks.run_finished(run=run, scenario=scenario)
 
 
 def _scenario_given_as_reference(data: Mapping[str, Any]) -> dict[str, Any]:

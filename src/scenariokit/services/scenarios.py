@@ -71,6 +71,10 @@ class ScenarioService(ServiceBase):
     async def _get(self, uow: UnitOfWork, scenario_id: uuid.UUID) -> Scenario:
         return require(await uow.scenarios.get(scenario_id), "scenario", scenario_id)
 
+    async def _locked(self, uow: UnitOfWork, scenario_id: uuid.UUID) -> Scenario:
+        """The scenario, locked until ``uow`` ends: every change is a read-merge-write under it."""
+        return require(await uow.scenarios.get(scenario_id, lock=True), "scenario", scenario_id)
+
     async def _save(self, uow: UnitOfWork, old: Scenario, new: Scenario) -> Scenario:
         new = attrs.evolve(new, updated_at=max(utcnow(), old.updated_at))
         await uow.scenarios.update(new)
@@ -127,21 +131,29 @@ class ScenarioService(ServiceBase):
         """Replace a scenario's fields (PUT); its steps and links too when the body gives them."""
         command = self.ctx.structure(data, ScenarioInput, what="scenario")
         async with self.ctx.uow() as uow:
-            old = await self._get(uow, scenario_id)
-            await self._check_references(uow, command.environment_id, command.credentials)
-            new = self.scenario_from_input(command, old)
-            if command.steps is not None:
-                known = {step.id for step in old.steps}
-                kept = [s if s.id in known else attrs.evolve(s, id=None) for s in command.steps]
-                new = attrs.evolve(new, steps=build_steps(kept))
-            return await self._save(uow, old, new)
+            return await self._replace(uow, await self._locked(uow, scenario_id), command)
+
+    async def _replace(self, uow: UnitOfWork, old: Scenario, command: ScenarioInput) -> Scenario:
+        await self._check_references(uow, command.environment_id, command.credentials)
+        new = self.scenario_from_input(command, old)
+        if command.steps is not None:
+            known = {step.id for step in old.steps}
+            kept = [s if s.id in known else attrs.evolve(s, id=None) for s in command.steps]
+            new = attrs.evolve(new, steps=build_steps(kept))
+        return await self._save(uow, old, new)
 
     async def update(self, scenario_id: uuid.UUID, changes: Mapping[str, Any]) -> Scenario:
-        """Change some fields of a scenario (PATCH); fields not named keep their value."""
-        async with self.ctx.uow(readonly=True) as uow:
-            old = await self._get(uow, scenario_id)
-        current = {k: v for k, v in self.ctx.converter.unstructure(old).items() if k in _SCENARIO_FIELDS}
-        return await self.replace(scenario_id, merge_patch(current, changes, what="scenario"))
+        """Change some fields of a scenario (PATCH); fields not named keep their value.
+
+        Read, merge and write happen in one unit of work with the scenario locked, so two PATCHes of
+        different fields both survive.
+        """
+        async with self.ctx.uow() as uow:
+            old = await self._locked(uow, scenario_id)
+            current = {k: v for k, v in self.ctx.converter.unstructure(old).items() if k in _SCENARIO_FIELDS}
+            merged = merge_patch(current, changes, what="scenario")
+            command = self.ctx.structure(merged, ScenarioInput, what="scenario")
+            return await self._replace(uow, old, command)
 
     async def delete(self, scenario_id: uuid.UUID) -> None:
         """Delete a scenario with its steps, credential links and finished runs.
@@ -192,7 +204,7 @@ class ScenarioService(ServiceBase):
         """Add a step: at ``order`` when given (later steps move down), else at the end."""
         command = self.ctx.structure(data, StepInput, what="step")
         async with self.ctx.uow() as uow:
-            old = await self._get(uow, scenario_id)
+            old = await self._locked(uow, scenario_id)
             step = self._step(command)
             steps = self._insert(old.steps, step, command.order)
             saved = await self._save(uow, old, attrs.evolve(old, steps=steps))
@@ -204,26 +216,35 @@ class ScenarioService(ServiceBase):
         """Replace a step (PUT); a new ``order`` moves it."""
         command = self.ctx.structure(data, StepInput, what="step")
         async with self.ctx.uow() as uow:
-            old = await self._get(uow, scenario_id)
-            current = require(old.step(step_id), "step", step_id)
-            others = [s for s in old.steps if s.id != step_id]
-            step = self._step(command, id=step_id)
-            order = command.order if command.order is not None else current.order
-            saved = await self._save(uow, old, attrs.evolve(old, steps=self._insert(others, step, order)))
+            old = await self._locked(uow, scenario_id)
+            return await self._replace_step(uow, old, step_id, command)
+
+    async def _replace_step(
+        self, uow: UnitOfWork, old: Scenario, step_id: uuid.UUID, command: StepInput
+    ) -> Step:
+        current = require(old.step(step_id), "step", step_id)
+        others = [s for s in old.steps if s.id != step_id]
+        step = self._step(command, id=step_id)
+        order = command.order if command.order is not None else current.order
+        saved = await self._save(uow, old, attrs.evolve(old, steps=self._insert(others, step, order)))
         return require(saved.step(step_id), "step", step_id)
 
     async def update_step(
         self, scenario_id: uuid.UUID, step_id: uuid.UUID, changes: Mapping[str, Any]
     ) -> Step:
-        """Change some fields of a step (PATCH)."""
-        current_step = await self.get_step(scenario_id, step_id)
-        current = {k: v for k, v in self.ctx.converter.unstructure(current_step).items() if k in _STEP_FIELDS}
-        return await self.replace_step(scenario_id, step_id, merge_patch(current, changes, what="step"))
+        """Change some fields of a step (PATCH), read and written under one lock of its scenario."""
+        async with self.ctx.uow() as uow:
+            old = await self._locked(uow, scenario_id)
+            step = require(old.step(step_id), "step", step_id)
+            current = {k: v for k, v in self.ctx.converter.unstructure(step).items() if k in _STEP_FIELDS}
+            merged = merge_patch(current, changes, what="step")
+            command = self.ctx.structure(merged, StepInput, what="step")
+            return await self._replace_step(uow, old, step_id, command)
 
     async def delete_step(self, scenario_id: uuid.UUID, step_id: uuid.UUID) -> None:
         """Delete a step; the steps after it move up."""
         async with self.ctx.uow() as uow:
-            old = await self._get(uow, scenario_id)
+            old = await self._locked(uow, scenario_id)
             require(old.step(step_id), "step", step_id)
             steps = renumber([s for s in old.steps if s.id != step_id])
             await self._save(uow, old, attrs.evolve(old, steps=steps))
@@ -234,7 +255,7 @@ class ScenarioService(ServiceBase):
         """Put the steps in the order of ``stepIds`` (every step id, once) and number them 1..n."""
         command = self.ctx.structure(data, StepOrderInput, what="step order")
         async with self.ctx.uow() as uow:
-            old = await self._get(uow, scenario_id)
+            old = await self._locked(uow, scenario_id)
             by_id = {step.id: step for step in old.steps}
             wanted = list(command.step_ids)
             if len(set(wanted)) != len(wanted) or set(wanted) != set(by_id):
@@ -258,7 +279,7 @@ class ScenarioService(ServiceBase):
         """Link a credential under an alias (unique within the scenario)."""
         command = self.ctx.structure(data, LinkInput, what="credential link")
         async with self.ctx.uow() as uow:
-            old = await self._get(uow, scenario_id)
+            old = await self._locked(uow, scenario_id)
             if await uow.credentials.get(command.credential_id) is None:
                 raise missing_reference("credentialId", "credential", command.credential_id)
             if old.link(command.credential_id) is not None:
@@ -272,7 +293,7 @@ class ScenarioService(ServiceBase):
     async def unlink_credential(self, scenario_id: uuid.UUID, credential_id: uuid.UUID) -> None:
         """Remove a credential link."""
         async with self.ctx.uow() as uow:
-            old = await self._get(uow, scenario_id)
+            old = await self._locked(uow, scenario_id)
             if old.link(credential_id) is None:
                 raise NotFound("credential link", credential_id)
             links = tuple(link for link in old.credentials if link.credential_id != credential_id)

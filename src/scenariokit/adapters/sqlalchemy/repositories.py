@@ -99,8 +99,12 @@ class _TableRepository(Generic[T, Q]):
             )
         ]
 
-    async def get(self, ident: uuid.UUID) -> T | None:
-        rows = (await self.conn.execute(sa.select(self.table).where(self.table.c.id == ident))).all()
+    async def get(self, ident: uuid.UUID, *, lock: bool = False) -> T | None:
+        stmt = sa.select(self.table).where(self.table.c.id == ident)
+        if lock and self.conn.dialect.name == "postgresql":
+            # SQLite needs no row lock: a writing unit of work holds the database lock from BEGIN IMMEDIATE.
+            stmt = stmt.with_for_update()
+        rows = (await self.conn.execute(stmt)).all()
         loaded = await self._load(rows)
         return loaded[0] if loaded else None
 
