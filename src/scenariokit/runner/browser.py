@@ -1,6 +1,6 @@
 """Finding the browser a run uses, and how to start it.
 
-Discovery order (CONTRACT.md section 6, docs/deployment.md "Workers and browsers"):
+Discovery order (docs/deployment.md "Workers and browsers"):
 ``SCENARIOKIT_BROWSER_WS`` connects to a remote Playwright browser server instead of launching; else
 ``SCENARIOKIT_BROWSER_PATH``, an explicit choice; else, for headless runs, Chromium's headless shell
 (Playwright's ``chromium_headless_shell-*`` install, else ``chromium-headless-shell`` on ``PATH``), then
