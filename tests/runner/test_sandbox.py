@@ -64,6 +64,25 @@ def test_bubblewrap_hides_the_store_and_puts_back_only_what_the_worker_imports(t
         assert flag in joined
 
 
+def test_what_a_worker_needs_under_tmp_is_bound_back_into_its_private_tmp(tmp_path: Path) -> None:
+    # A CI clone and its virtualenv may live in /tmp, which the sandbox replaces by an empty tmpfs.
+    checkout = Path("/tmp") / f"scenariokit-test-checkout-{os.getpid()}"
+    venv = checkout / ".nox" / "tests"
+    try:
+        venv.mkdir(parents=True)
+
+        argv = bubblewrap_argv(tmp_path / "run", [], [venv])
+
+        joined = " ".join(argv)
+        assert "--tmpfs /tmp" in joined
+        assert f"--ro-bind {venv} {venv}" in joined
+        assert f"--perms 0755 --dir {checkout}" in joined, "its folders stay passable for the worker's user"
+    finally:
+        import shutil
+
+        shutil.rmtree(checkout, ignore_errors=True)
+
+
 async def test_bubblewrap_required_but_missing_refuses_to_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(SandboxUnavailable, match="SCENARIOKIT_SANDBOX=bubblewrap but bwrap is not installed"):

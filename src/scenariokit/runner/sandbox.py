@@ -181,12 +181,16 @@ def sandbox_status(mode: SandboxMode) -> SandboxKind:
         return "none"
 
 
+#: the worker's own empty /tmp (see :func:`_base_flags`)
+PRIVATE_TMP = Path("/tmp")
+
+
 def _base_flags() -> list[str]:
     return [
         "--ro-bind", "/", "/",
         "--dev", "/dev",
         "--proc", "/proc",
-        "--perms", "01777", "--tmpfs", "/tmp",
+        "--perms", "01777", "--tmpfs", str(PRIVATE_TMP),
         "--unshare-pid",
         "--unshare-ipc",
         "--die-with-parent",
@@ -252,10 +256,13 @@ def bubblewrap_argv(
     folders = [f for f in hidden_folders(hidden) if f.is_dir()]
     for folder in sorted(folders, key=lambda p: len(p.parts)):
         argv += ["--perms", "0755", "--tmpfs", str(folder)]
+    # /tmp is a private tmpfs too (the base flags): what the worker needs under it (a checkout and its
+    # virtualenv in /tmp, as a CI clone may be) is bound back like what the hidden folders cover.
+    covers = [*folders, PRIVATE_TMP]
     made: set[Path] = set()
     bound: list[Path] = []
     for path in sorted(set(needed), key=lambda p: len(p.parts)):
-        covering = [folder for folder in folders if _under(path, folder)]
+        covering = [folder for folder in covers if _under(path, folder)]
         if not covering or any(_under(folder, path) for folder in folders):
             continue
         if any(_under(path, done) for done in bound):
