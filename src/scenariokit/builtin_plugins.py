@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scenariokit.plugins import hookimpl
-
-if TYPE_CHECKING:  # every worker loads the plugins: the store's interfaces are not theirs to import
-    from scenariokit.ports import Store
+from scenariokit.ports import Store
 
 SQL_SCHEMES = ("sqlite", "sqlite+aiosqlite", "postgres", "postgresql", "postgresql+asyncpg")
 TOKEN_KEYS = ("token", "accessToken", "access_token", "authToken", "jwt", "id_token")
