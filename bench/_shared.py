@@ -230,16 +230,7 @@ async def scenariokit_serve(
     )  # fmt: skip
     served = Served(process, f"http://127.0.0.1:{port}")
     try:
-        async with aiohttp.ClientSession() as http:
-            deadline = time.monotonic() + 60
-            while True:
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with http.get(f"{served.url}/health") as answer:
-                        if answer.status == 200:
-                            break
-                if process.returncode is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"scenariokit serve did not come up (exit code {process.returncode})")
-                await asyncio.sleep(0.2)
+        await wait_healthy(served.url, process)
         await asyncio.sleep(settle)  # let every worker launch its first browser
         yield served
     finally:
@@ -265,3 +256,17 @@ def timings_of(details: Iterable[dict[str, Any]]) -> list[RunTimings | None]:
     """The ``timings`` of run details read over REST, as the library's type."""
     converter = make_converter()
     return [converter.structure(d["timings"], RunTimings) if d.get("timings") else None for d in details]
+
+
+async def wait_healthy(url: str, process: asyncio.subprocess.Process) -> None:
+    """Wait until ``/health`` answers 200 (the process must stay alive meanwhile)."""
+    async with aiohttp.ClientSession() as http:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with http.get(f"{url}/health") as answer:
+                    if answer.status == 200:
+                        return
+            if process.returncode is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{url} did not come up (exit code {process.returncode})")
+            await asyncio.sleep(0.1)

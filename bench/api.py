@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-from _shared import free_port, scenariokit_serve
+from _shared import free_port, scenariokit_serve, wait_healthy
 
 API = "/api/v1"
 LIST_PATH = f"{API}/scenarios?limit=20&orderBy=name"
@@ -116,20 +116,6 @@ async def ceiling() -> AsyncIterator[str]:
         if process.returncode is None:
             process.terminate()
         await process.wait()
-
-
-async def wait_healthy(url: str, process: asyncio.subprocess.Process) -> None:
-    """Wait until ``/health`` answers 200 (the process must stay alive meanwhile)."""
-    async with aiohttp.ClientSession() as http:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(aiohttp.ClientError):
-                async with http.get(f"{url}/health") as answer:
-                    if answer.status == 200:
-                        return
-            if process.returncode is not None or time.monotonic() > deadline:
-                raise SystemExit(f"{url} did not come up (exit code {process.returncode})")
-            await asyncio.sleep(0.1)
 
 
 # --- the load -------------------------------------------------------------------------------------
