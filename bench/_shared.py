@@ -22,8 +22,8 @@ import attrs
 from aiohttp import web
 from playwright.async_api import async_playwright, expect
 
-from scenariokit.convert import make_converter
 from scenariokit.domain.model import RunTimings
+from scenariokit.formats.convert import make_converter
 from scenariokit.runner.browser import BrowserConfig, discover_browser
 from scenariokit.runner.processes import process_table, process_tree
 

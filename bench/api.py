@@ -229,7 +229,7 @@ async def measure_server(url: str, label: str, requests: int, sequential: int) -
 @contextlib.asynccontextmanager
 async def postgres_schema(base: str) -> AsyncIterator[str | None]:
     """A fresh schema's URL on the PostgreSQL at ``base`` (None when it does not answer), then dropped."""
-    from scenariokit.adapters.sqlalchemy.store import SqlStore, unique_schema
+    from scenariokit.storage.sqlalchemy.store import SqlStore, unique_schema
 
     url = f"{base}?schema={unique_schema('bench_api')}"
     store = SqlStore(url, secret_key=BENCH_KEY)

@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 from _shared import create, scenariokit_serve, timeline_lines, timings_of
 
-from scenariokit.convert import parse_time
+from scenariokit.formats.convert import parse_time
 from scenariokit.settings import Settings
 
 API = "/api/v1"

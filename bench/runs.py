@@ -37,7 +37,7 @@ from _shared import (
 
 import scenariokit
 from scenariokit.domain.model import RunStatus, RunTimings
-from scenariokit.queries import RunQuery
+from scenariokit.formats.queries import RunQuery
 from scenariokit.runner.browser import discover_browser
 from scenariokit.runner.sandbox import SANDBOX_ENV, bubblewrap_works
 from scenariokit.settings import Settings

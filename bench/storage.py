@@ -22,11 +22,11 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from scenariokit.adapters.sqlalchemy import SqlStore, unique_schema
-from scenariokit.adapters.sqlalchemy import tables as t
 from scenariokit.domain.model import Environment, RunStatus, Scenario
-from scenariokit.queries import RunQuery
-from scenariokit.storage import open_store
+from scenariokit.formats.queries import RunQuery
+from scenariokit.storage.opening import open_store
+from scenariokit.storage.sqlalchemy import SqlStore, unique_schema
+from scenariokit.storage.sqlalchemy import tables as t
 
 PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 TARGET_MS = 50.0

@@ -1,4 +1,4 @@
-"""mkdocs hook: the plugin hook reference, generated from ``scenariokit/hookspecs.py`` at build time.
+"""mkdocs hook: the plugin hook reference, generated from ``scenariokit/plugins/hookspecs.py`` at build time.
 
 A page holding the line ``<!-- hook-reference -->`` gets, in its place, every hook specification of
 that module: grouped under the module's lifecycle banners (``# --- storage ---``), each with its
@@ -29,8 +29,8 @@ class HookEntry(NamedTuple):
 
 
 def hookspecs_source() -> str:
-    """The text of ``scenariokit/hookspecs.py`` of the installed scenariokit."""
-    spec = importlib.util.find_spec("scenariokit.hookspecs")
+    """The text of ``scenariokit/plugins/hookspecs.py`` of the installed scenariokit."""
+    spec = importlib.util.find_spec("scenariokit.plugins.hookspecs")
     if spec is None or spec.origin is None:
         raise RuntimeError("scenariokit is not installed: cannot render the hook reference")
     return Path(spec.origin).read_text(encoding="utf-8")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from scenariokit.adapters.sqlalchemy import SqlStore, unique_schema
-from scenariokit.adapters.sqlalchemy.tables import store_metadata
 from scenariokit.services import Services
-from scenariokit.storage import open_store
+from scenariokit.storage.opening import open_store
+from scenariokit.storage.sqlalchemy import SqlStore, unique_schema
+from scenariokit.storage.sqlalchemy.tables import store_metadata
 
 PG_BASE_URL = os.environ.get("SCENARIOKIT_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 _pg_state: dict[str, str | None] = {}

@@ -14,7 +14,8 @@ import sys
 import pytest
 
 import scenariokit
-from scenariokit import pytest_plugin, scenario_files
+from scenariokit import pytest_plugin
+from scenariokit.local import scenario_files
 
 HEAVY = ("playwright", "sqlalchemy")
 

@@ -6,10 +6,10 @@ import uuid
 
 import pytest
 
-from scenariokit.convert import make_converter, structure_input
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.model import DEFAULT_STEP_TIMEOUT_SECONDS, FieldErrors, Scenario, Step
-from scenariokit.inputs import ScenarioInput, SnippetInput, StepInput
+from scenariokit.formats.convert import make_converter, structure_input
+from scenariokit.formats.inputs import ScenarioInput, SnippetInput, StepInput
 from scenariokit.runner.job import RunJob, StepJob
 
 

@@ -48,9 +48,8 @@ if TYPE_CHECKING:
         StepStatus,
         mask_token,
     )
-    from scenariokit.kit import Kit, open_kit
-    from scenariokit.plugins import get_plugin_manager, hookimpl
-    from scenariokit.queries import (
+    from scenariokit.formats.presenters import RunDetail
+    from scenariokit.formats.queries import (
         CredentialQuery,
         EnvironmentQuery,
         LogQuery,
@@ -60,9 +59,10 @@ if TYPE_CHECKING:
         SessionQuery,
         SnippetQuery,
     )
+    from scenariokit.kit import Kit, open_kit
+    from scenariokit.plugins import get_plugin_manager, hookimpl
     from scenariokit.services import RunSettings, Services
-    from scenariokit.storage import open_store
-    from scenariokit.views import RunDetail
+    from scenariokit.storage.opening import open_store
 
 #: where each public name lives
 _PUBLIC: dict[str, tuple[str, ...]] = {
@@ -98,7 +98,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "get_plugin_manager",
         "hookimpl",
     ),
-    "scenariokit.queries": (
+    "scenariokit.formats.queries": (
         "CredentialQuery",
         "EnvironmentQuery",
         "LogQuery",
@@ -112,8 +112,8 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "RunSettings",
         "Services",
     ),
-    "scenariokit.storage": ("open_store",),
-    "scenariokit.views": ("RunDetail",),
+    "scenariokit.storage.opening": ("open_store",),
+    "scenariokit.formats.presenters": ("RunDetail",),
 }
 _HOME = {name: module for module, names in _PUBLIC.items() for name in names}
 

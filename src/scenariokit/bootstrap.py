@@ -15,7 +15,7 @@ import pluggy
 
 from scenariokit.runner.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
-from scenariokit.storage import open_store
+from scenariokit.storage.opening import open_store
 
 
 class WiringSettings(Protocol):

@@ -27,12 +27,12 @@ from typing import Literal
 import pluggy
 
 from scenariokit.domain.errors import ScenarioKitError
-from scenariokit.queries import LogQuery
+from scenariokit.formats.presenters import RunDetail
+from scenariokit.formats.queries import LogQuery
 from scenariokit.runner.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
 from scenariokit.settings import default_artifacts_dir
-from scenariokit.storage import open_store
-from scenariokit.views import RunDetail
+from scenariokit.storage.opening import open_store
 
 #: Runs of the embedding API wait at most this long unless told otherwise.
 DEFAULT_RUN_TIMEOUT = 3600.0

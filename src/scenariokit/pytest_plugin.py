@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 if TYPE_CHECKING:
-    from scenariokit.background import BackgroundLoop
     from scenariokit.kit import Kit
-    from scenariokit.local_runner import LocalRunner
-    from scenariokit.outcomes import FileResult, ScenarioOutcome
-    from scenariokit.scenario_files import EnvChoice, ScenarioEntry, ScenarioFile
+    from scenariokit.local.background import BackgroundLoop
+    from scenariokit.local.outcomes import FileResult, ScenarioOutcome
+    from scenariokit.local.runner import LocalRunner
+    from scenariokit.local.scenario_files import EnvChoice, ScenarioEntry, ScenarioFile
     from scenariokit.settings import TraceMode
 
 T = TypeVar("T")
 MARKER = "scenariokit"
-#: what :func:`scenariokit.scenario_files.is_scenario_file` accepts, checked here without importing it
+#: what :func:`scenariokit.local.scenario_files.is_scenario_file` accepts, checked here without importing it
 _SCENARIO_FILE_SUFFIXES = (".scenario.yaml", ".scenario.yml")
 
 
@@ -59,7 +59,7 @@ class SessionRunner:
         self._stack = contextlib.AsyncExitStack()
 
     async def _open(self) -> LocalRunner:
-        from scenariokit.local_runner import open_local_runner
+        from scenariokit.local.runner import open_local_runner
 
         runner = await self._stack.enter_async_context(
             open_local_runner(
@@ -73,7 +73,7 @@ class SessionRunner:
 
     def _started(self) -> tuple[BackgroundLoop, LocalRunner]:
         if self._loop is None:
-            from scenariokit.background import BackgroundLoop
+            from scenariokit.local.background import BackgroundLoop
 
             self._loop = BackgroundLoop()
         if self._runner is None:
@@ -199,7 +199,7 @@ class ScenarioYamlFile(pytest.File):
     """A scenario YAML file: one test per scenario."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        from scenariokit.scenario_files import ScenarioFileError, read_scenario_file
+        from scenariokit.local.scenario_files import ScenarioFileError, read_scenario_file
 
         session_runner(self.config)  # bad SCENARIOKIT_* settings stop the session here, not mid-run
         try:
@@ -236,7 +236,7 @@ class ScenarioItem(pytest.Item):
         choice = self.config.getoption("scenariokit_env")
         if choice and Path(choice).suffix in (".yaml", ".yml"):
             choice = self.config.invocation_params.dir / choice  # xdist workers may start elsewhere
-        from scenariokit.scenario_files import ScenarioFileError
+        from scenariokit.local.scenario_files import ScenarioFileError
 
         try:
             self._environment_id = runner.call(self._resolve(choice))
@@ -270,7 +270,7 @@ class ScenarioItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         """The failure report of the run, with no traceback of the plugin."""
-        from scenariokit.scenario_files import ScenarioFileError
+        from scenariokit.local.scenario_files import ScenarioFileError
 
         if isinstance(excinfo.value, ScenarioFailed):
             return excinfo.value.outcome.describe()

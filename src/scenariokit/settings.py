@@ -12,7 +12,6 @@ import attrs
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from scenariokit.adapters.sqlalchemy import sqlite_path
 from scenariokit.runner.capacity import default_workers
 from scenariokit.runner.sandbox import (
     DEFAULT_MEMORY_MB,
@@ -22,7 +21,8 @@ from scenariokit.runner.sandbox import (
     parse_sandbox_mode,
 )
 from scenariokit.services import RunSettings
-from scenariokit.storage import DEFAULT_DATABASE_URL
+from scenariokit.storage.opening import DEFAULT_DATABASE_URL
+from scenariokit.storage.sqlalchemy import sqlite_path
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 13000

@@ -17,10 +17,10 @@ from typing import Annotated, Any, Literal
 import attrs
 from pydantic import Field, WithJsonSchema
 
-from scenariokit import views as shape
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.model import DEFAULT_STEP_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, NAME_MAX
-from scenariokit.queries import MAX_LIMIT, EnvironmentQuery, LogQuery, ScenarioQuery
+from scenariokit.formats import presenters as shape
+from scenariokit.formats.queries import MAX_LIMIT, EnvironmentQuery, LogQuery, ScenarioQuery
 from scenariokit.services import Services
 
 JSON = dict[str, Any]

@@ -22,7 +22,7 @@ from aiohttp_apispec import AiohttpApiSpec, docs
 from apispec import APISpec
 from marshmallow import Schema
 
-from scenariokit.queries import DEFAULT_LIMIT, MAX_LIMIT, MAX_PAGE, ListQuery, RunQuery
+from scenariokit.formats.queries import DEFAULT_LIMIT, MAX_LIMIT, MAX_PAGE, ListQuery, RunQuery
 from scenariokit_server import schemas
 from scenariokit_server.settings import Settings
 

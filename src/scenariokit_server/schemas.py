@@ -1,10 +1,10 @@
 """Marshmallow schemas of the OpenAPI document, generated from the attrs classes.
 
 Each shape is stated once, on its attrs class: :mod:`scenariokit.domain.model` for responses and
-:mod:`scenariokit.inputs` for requests. :func:`schema_of` walks ``attrs.fields`` and the type hints and
-carries the attrs validators over as marshmallow validators, so the document shows the same bounds the
-converter enforces. The adjustments below mirror :mod:`scenariokit.views` (what a response hides or
-adds). These schemas document; they validate nothing: the converter does.
+:mod:`scenariokit.formats.inputs` for requests. :func:`schema_of` walks ``attrs.fields`` and the type
+hints and carries the attrs validators over as marshmallow validators, so the document shows the same
+bounds the converter enforces. The adjustments below mirror :mod:`scenariokit.formats.presenters` (what a
+response hides or adds). These schemas document; they validate nothing: the converter does.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 import attrs
 from marshmallow import Schema, fields, validate
 
-from scenariokit import inputs
 from scenariokit.domain import model
+from scenariokit.formats import inputs
 
 #: The attrs validators of the model, as marshmallow validators plus the JSON Schema words they need.
 _VALIDATORS: dict[Callable[..., Any], tuple[validate.Validator, dict[str, Any]]] = {

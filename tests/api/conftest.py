@@ -19,10 +19,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from api_support import Client, ClientFactory, assert_problem
 
-from scenariokit.adapters.sqlalchemy import unique_schema
-from scenariokit.ports import Store
 from scenariokit.services import RunSettings, Services
-from scenariokit.storage import open_store
+from scenariokit.storage.opening import open_store
+from scenariokit.storage.ports import Store
+from scenariokit.storage.sqlalchemy import unique_schema
 from scenariokit_server import Settings, create_app
 from scenariokit_server.boundary import server_options
 

@@ -14,11 +14,11 @@ import sqlalchemy as sa
 from api_support import API, Client, both_backends, problem_of
 from cryptography.fernet import Fernet
 
-from scenariokit.adapters.sqlalchemy import SqlStore
-from scenariokit.adapters.sqlalchemy import tables as t
-from scenariokit.ports import Store
 from scenariokit.services import Services
-from scenariokit.storage import open_store
+from scenariokit.storage.opening import open_store
+from scenariokit.storage.ports import Store
+from scenariokit.storage.sqlalchemy import SqlStore
+from scenariokit.storage.sqlalchemy import tables as t
 
 
 @both_backends

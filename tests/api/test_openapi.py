@@ -12,7 +12,7 @@ from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 
 from scenariokit.domain.model import RunLogEntry
-from scenariokit.queries import all_order_by
+from scenariokit.formats.queries import all_order_by
 from scenariokit.services import Services
 from scenariokit_server.app import _route_table
 

@@ -15,7 +15,7 @@ from api_support import Client, ClientFactory
 
 from scenariokit.runner.capacity import default_workers
 from scenariokit.services import Services
-from scenariokit.storage import open_store
+from scenariokit.storage.opening import open_store
 from scenariokit_server import Settings, SettingsError, UnsafeBindError, create_app, run_server
 
 

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from scenariokit.cli import build_parser, main
-from scenariokit.cli_run import cmd_run
+from scenariokit.cli.run import cmd_run
 
 
 @pytest.mark.browser

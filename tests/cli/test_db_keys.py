@@ -9,11 +9,11 @@ import pytest
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
-from scenariokit.adapters.sqlalchemy import SqlStore
-from scenariokit.adapters.sqlalchemy.tables import credentials
 from scenariokit.cli import main
 from scenariokit.services import Services
-from scenariokit.storage import open_store
+from scenariokit.storage.opening import open_store
+from scenariokit.storage.sqlalchemy import SqlStore
+from scenariokit.storage.sqlalchemy.tables import credentials
 
 
 async def _store_a_secret(url: str, key: str) -> None:

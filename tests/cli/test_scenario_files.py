@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from scenariokit import local_runner
-from scenariokit.local_runner import LocalRunner, open_local_runner
-from scenariokit.scenario_files import ScenarioFileError, read_environment_file, read_scenario_file
+from scenariokit.local import runner as local_runner
+from scenariokit.local.runner import LocalRunner, open_local_runner
+from scenariokit.local.scenario_files import ScenarioFileError, read_environment_file, read_scenario_file
 
 ENV_ID = uuid.UUID("0b6f3c1e-5d2a-4c8e-9f1b-2a7d4e6c8b10")
 

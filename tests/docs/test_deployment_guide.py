@@ -17,7 +17,7 @@ import pytest
 from doc_blocks import ROOT, code_block
 from doc_commands import clean_env, free_port
 
-from scenariokit.adapters.sqlalchemy import unique_schema
+from scenariokit.storage.sqlalchemy import unique_schema
 
 DEPLOYMENT_MD = ROOT / "docs" / "deployment.md"
 PG_BASE_URL = os.environ.get("SCENARIOKIT_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")

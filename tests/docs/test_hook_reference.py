@@ -1,6 +1,6 @@
 """Meta-tests: every hook has an entry in the generated reference and a test that calls it.
 
-The reference is rendered from ``src/scenariokit/hookspecs.py`` by ``docs/hooks.py`` (an mkdocs hook);
+The reference is rendered from ``src/scenariokit/plugins/hookspecs.py`` by ``docs/hooks.py`` (an mkdocs hook);
 a hook counts as tested when some test function, in ``tests/`` or in a plugin's ``tests/``, is named
 ``test_hook_<hook name without the scenariokit_ prefix>…`` (datasette's rule).
 """

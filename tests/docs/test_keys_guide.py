@@ -35,8 +35,9 @@ def test_the_sqlite_rotation_runs_as_written(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     key_file = tmp_path / "scenariokit.key"
     assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
-    assert done.stderr.count("INFO scenariokit.secrets: created a new secret key in scenariokit.key") == 1
-    assert "INFO scenariokit.secrets: created a new secret key in scenariokit.key" in _page()
+    created = "INFO scenariokit.storage.secrets: created a new secret key in scenariokit.key"
+    assert done.stderr.count(created) == 1
+    assert created in _page()
     rotated = [line for line in done.stdout.splitlines() if "re-encrypted with the first key" in line]
     assert len(rotated) == 1 and rotated[0].startswith("0 secret(s) re-encrypted with the first key (")
     assert rotated[0].endswith("; the store now needs only that key")

@@ -18,13 +18,13 @@ from doc_blocks import ROOT, code_block
 from playwright.async_api import async_playwright
 
 import scenariokit
-from scenariokit.adapters.sqlalchemy import SqlStore
-from scenariokit.ports import Store
 from scenariokit.runner.browser import discover_browser
 from scenariokit.runner.job import RunJob
 from scenariokit.runner.plugin_hooks import PluginHooks
 from scenariokit.services import Services
-from scenariokit.storage import open_store
+from scenariokit.storage.opening import open_store
+from scenariokit.storage.ports import Store
+from scenariokit.storage.sqlalchemy import SqlStore
 
 
 def job() -> RunJob:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from scenariokit.migrations import head_revision
 from scenariokit.services import Services
-from scenariokit.storage import open_store
+from scenariokit.storage.migrations import head_revision
+from scenariokit.storage.opening import open_store
 
 SCENARIOKIT = [sys.executable, "-m", "scenariokit.cli"]
 ENV = {**os.environ, "SCENARIOKIT_SECRET_KEY": "cli-secret"}

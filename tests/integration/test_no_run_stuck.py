@@ -18,12 +18,12 @@ import pytest
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
-from scenariokit import ports
-from scenariokit.adapters.sqlalchemy import SqlStore
-from scenariokit.adapters.sqlalchemy import tables as t
 from scenariokit.domain.model import Run, RunErrorKind, RunStatus, StepStatus
 from scenariokit.runner.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
+from scenariokit.storage import ports
+from scenariokit.storage.sqlalchemy import SqlStore
+from scenariokit.storage.sqlalchemy import tables as t
 
 pytestmark = pytest.mark.browser  # every test here runs scenarios in Chromium
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from process_checks import alive, descendants
 
-from scenariokit.adapters.sqlalchemy import SqlStore, unique_schema
-from scenariokit.storage import open_store
+from scenariokit.storage.opening import open_store
+from scenariokit.storage.sqlalchemy import SqlStore, unique_schema
 
 SCENARIOKIT = [sys.executable, "-m", "scenariokit.cli"]
 PG_HOST = "127.0.0.1:5432/test"

@@ -12,7 +12,7 @@ import pytest
 
 import scenariokit
 from scenariokit.domain.model import RunErrorKind, RunStatus, SessionStatus, StepStatus
-from scenariokit.views import session_json
+from scenariokit.formats.presenters import session_json
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 

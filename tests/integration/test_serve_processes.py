@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from process_checks import alive, descendants, describe
 
-from scenariokit.adapters.sqlalchemy import SqlStore, unique_schema
+from scenariokit.storage.sqlalchemy import SqlStore, unique_schema
 
 SCENARIOKIT = [sys.executable, "-m", "scenariokit.cli"]
 PG_BASE = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"

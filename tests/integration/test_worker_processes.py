@@ -24,7 +24,7 @@ import pytest
 import pytest_asyncio
 from process_checks import alive, descendants, describe
 
-from scenariokit.adapters.sqlalchemy import unique_schema
+from scenariokit.storage.sqlalchemy import unique_schema
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -211,7 +211,7 @@ async def test_two_workers_and_the_server_share_one_postgresql(
         )
     finally:
         procs.kill_all()
-        from scenariokit.storage import open_store
+        from scenariokit.storage.opening import open_store
 
         store = await open_store(database_url, secret_key="integration-secret", migrate=False)
         await store.drop_schema()  # type: ignore[attr-defined]

@@ -9,7 +9,7 @@ import attrs
 
 from scenariokit.domain.model import RunErrorKind, RunStatus
 from scenariokit.services import RunSettings, Services
-from scenariokit.storage import open_store
+from scenariokit.storage.opening import open_store
 
 
 async def _queue(services: Services, count: int) -> list[uuid.UUID]:

@@ -14,12 +14,12 @@ from typing import Any
 import attrs
 import sqlalchemy as sa
 
-from scenariokit.adapters.sqlalchemy import SqlStore
-from scenariokit.adapters.sqlalchemy import tables as t
 from scenariokit.domain.model import Run, RunErrorKind, RunStatus, Scenario, utcnow
 from scenariokit.plugins import get_plugin_manager, hookimpl
 from scenariokit.runner.job import RunFinished
 from scenariokit.services import Services
+from scenariokit.storage.sqlalchemy import SqlStore
+from scenariokit.storage.sqlalchemy import tables as t
 
 
 def _stored_status(url: str, run_id: uuid.UUID) -> str | None:

@@ -13,14 +13,14 @@ import pytest
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
-from scenariokit.adapters.sqlalchemy import SqlStore
-from scenariokit.adapters.sqlalchemy import tables as t
 from scenariokit.domain.errors import SecretKeyError
 from scenariokit.domain.model import Session
-from scenariokit.queries import CredentialQuery, SessionQuery
-from scenariokit.secrets import legacy_key
+from scenariokit.formats.queries import CredentialQuery, SessionQuery
 from scenariokit.services import Services
-from scenariokit.storage import open_store
+from scenariokit.storage.opening import open_store
+from scenariokit.storage.secrets import legacy_key
+from scenariokit.storage.sqlalchemy import SqlStore
+from scenariokit.storage.sqlalchemy import tables as t
 
 NEW_KEY = Fernet.generate_key().decode()
 STATE = {"cookies": [{"name": "sid", "value": "cookie-secret"}], "origins": []}
@@ -191,14 +191,14 @@ async def test_the_sqlite_default_creates_its_key_file_once_and_logs_where(
 ) -> None:
     monkeypatch.delenv("SCENARIOKIT_SECRET_KEY", raising=False)
     url = f"sqlite:///{tmp_path}/data/sk.db"
-    with caplog.at_level(logging.INFO, logger="scenariokit.secrets"):
+    with caplog.at_level(logging.INFO, logger="scenariokit.storage.secrets"):
         await _fill(url, "")
     key_file = tmp_path / "data" / "sk.key"
     assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
     assert [r.getMessage() for r in caplog.records if str(key_file) in r.getMessage()], caplog.text
     caplog.clear()
 
-    with caplog.at_level(logging.INFO, logger="scenariokit.secrets"):
+    with caplog.at_level(logging.INFO, logger="scenariokit.storage.secrets"):
         assert await _read(url, "") == (["pw-1"], [("tok-123", STATE)])
     assert not caplog.records, "an existing key file is used silently"
 

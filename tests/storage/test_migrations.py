@@ -6,9 +6,9 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from scenariokit.adapters.sqlalchemy import SqlStore
-from scenariokit.adapters.sqlalchemy.tables import metadata
-from scenariokit.migrations import head_revision
+from scenariokit.storage.migrations import head_revision
+from scenariokit.storage.sqlalchemy import SqlStore
+from scenariokit.storage.sqlalchemy.tables import metadata
 
 
 def _diff(connection: sa.Connection) -> list[object]:

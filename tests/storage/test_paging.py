@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from scenariokit.adapters.sqlalchemy import SqlStore
 from scenariokit.domain.errors import InvalidQuery
 from scenariokit.domain.model import (
     Credential,
@@ -20,7 +19,7 @@ from scenariokit.domain.model import (
     SessionStatus,
     Snippet,
 )
-from scenariokit.queries import (
+from scenariokit.formats.queries import (
     CredentialQuery,
     EnvironmentQuery,
     ListQuery,
@@ -29,6 +28,7 @@ from scenariokit.queries import (
     SessionQuery,
     SnippetQuery,
 )
+from scenariokit.storage.sqlalchemy import SqlStore
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 COUNT = 23  # not a multiple of the page size, with ties in every sort key

@@ -10,8 +10,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scenariokit.adapters.sqlalchemy import SqlStore
-from scenariokit.convert import make_converter
 from scenariokit.domain.model import (
     Credential,
     CredentialLink,
@@ -28,6 +26,8 @@ from scenariokit.domain.model import (
     StepResult,
     StepStatus,
 )
+from scenariokit.formats.convert import make_converter
+from scenariokit.storage.sqlalchemy import SqlStore
 
 # Text the databases can hold: no NUL (PostgreSQL refuses it in text) and no lone surrogates.
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)

@@ -12,11 +12,11 @@ import attrs
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
-from scenariokit.adapters.sqlalchemy import SqlStore
-from scenariokit.adapters.sqlalchemy import tables as t
 from scenariokit.domain.model import RunErrorKind, RunStatus, StepStatus
 from scenariokit.runner.scheduler import Scheduler
 from scenariokit.services import Services
+from scenariokit.storage.sqlalchemy import SqlStore
+from scenariokit.storage.sqlalchemy import tables as t
 
 
 async def _scenario(services: Services, **fields: object) -> tuple[uuid.UUID, uuid.UUID]:

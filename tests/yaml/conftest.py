@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from transfer_records import FixtureSet, populate
 
-from scenariokit.adapters.sqlalchemy import SqlStore, unique_schema
 from scenariokit.services import Services
-from scenariokit.storage import open_store
+from scenariokit.storage.opening import open_store
+from scenariokit.storage.sqlalchemy import SqlStore, unique_schema
 
 PG_BASE_URL = os.environ.get("SCENARIOKIT_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 

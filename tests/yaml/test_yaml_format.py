@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scenariokit.domain.errors import TooLarge, ValidationError
-from scenariokit.yaml_io import MAX_ALIAS_NODES, dump_document, dump_stream, literal_fits, load_entities
+from scenariokit.formats.yaml_io import (
+    MAX_ALIAS_NODES,
+    dump_document,
+    dump_stream,
+    literal_fits,
+    load_entities,
+)
 
 
 def round_trip(value: object) -> object:

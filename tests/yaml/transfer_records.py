@@ -7,9 +7,9 @@ from typing import Any
 
 import attrs
 
-from scenariokit.queries import CredentialQuery, EnvironmentQuery, SnippetQuery
+from scenariokit.formats.queries import CredentialQuery, EnvironmentQuery, SnippetQuery
+from scenariokit.formats.yaml_io import load_entities
 from scenariokit.services import Services
-from scenariokit.yaml_io import load_entities
 
 
 @attrs.frozen

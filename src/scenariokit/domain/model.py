@@ -2,7 +2,7 @@
 
 Values are ``attrs.frozen``: a change is a new value made with :func:`attrs.evolve`, so the service layer
 is the one place that decides what changes. Validation lives here, with the fields it guards; the
-converter in :mod:`scenariokit.convert` reports a failure under the JSON path of the field.
+converter in :mod:`scenariokit.formats.convert` reports a failure under the JSON path of the field.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def parse_memory_mb(raw: str) -> int:
 
 def store_paths(database_url: str | None, artifacts_dir: Path | None) -> tuple[Path, ...]:
     """What a worker must not see of a store: a SQLite file's folder (the key lives beside it), artifacts."""
-    from scenariokit.adapters.sqlalchemy import sqlite_path
+    from scenariokit.storage.sqlalchemy import sqlite_path
 
     hidden = []
     path = sqlite_path(database_url) if database_url else None

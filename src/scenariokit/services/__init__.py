@@ -1,7 +1,7 @@
 """The application service layer: the use cases REST, MCP, the CLI and the library all call.
 
 Entry points stay thin: they parse, call a method here, and shape the result with
-:mod:`scenariokit.views`. Every business rule lives here or in the domain.
+:mod:`scenariokit.formats.presenters`. Every business rule lives here or in the domain.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import cattrs
 import pluggy
 
-from scenariokit.ports import Store
+from scenariokit.storage.ports import Store
 
 from .base import Context, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService

@@ -11,10 +11,10 @@ import attrs
 import cattrs
 import pluggy
 
-from scenariokit.convert import make_converter, structure_input
 from scenariokit.domain.errors import NotFound, ValidationError
+from scenariokit.formats.convert import make_converter, structure_input
 from scenariokit.plugins import HookRelay
-from scenariokit.ports import Store, UnitOfWork
+from scenariokit.storage.ports import Store, UnitOfWork
 
 T = TypeVar("T")
 

@@ -10,9 +10,16 @@ import attrs
 
 from scenariokit.domain.errors import Conflict, NotFound
 from scenariokit.domain.model import Credential, Environment, Session, Snippet, utcnow
-from scenariokit.inputs import CredentialInput, EnvironmentInput, SnippetInput
-from scenariokit.ports import Repository, UnitOfWork
-from scenariokit.queries import CredentialQuery, EnvironmentQuery, ListQuery, Page, SessionQuery, SnippetQuery
+from scenariokit.formats.inputs import CredentialInput, EnvironmentInput, SnippetInput
+from scenariokit.formats.queries import (
+    CredentialQuery,
+    EnvironmentQuery,
+    ListQuery,
+    Page,
+    SessionQuery,
+    SnippetQuery,
+)
+from scenariokit.storage.ports import Repository, UnitOfWork
 
 from .base import ServiceBase, merge_patch, require
 

@@ -29,11 +29,11 @@ from scenariokit.domain.model import (
     StepStatus,
     utcnow,
 )
-from scenariokit.inputs import RunInput
-from scenariokit.ports import RunLease, UnitOfWork
-from scenariokit.queries import LogQuery, Page, RunQuery
+from scenariokit.formats.inputs import RunInput
+from scenariokit.formats.presenters import RunDetail
+from scenariokit.formats.queries import LogQuery, Page, RunQuery
 from scenariokit.runner.job import CredentialValue, RunFinished, RunJob, SessionSaved, StepJob
-from scenariokit.views import RunDetail
+from scenariokit.storage.ports import RunLease, UnitOfWork
 
 from .base import ServiceBase, missing_reference, require
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import attrs
 
-from scenariokit.convert import errors_of
 from scenariokit.domain.errors import Conflict, NotFound, ValidationError
 from scenariokit.domain.model import CredentialLink, RunStatus, Scenario, Step, utcnow
-from scenariokit.inputs import LinkInput, ScenarioInput, StepInput, StepOrderInput
-from scenariokit.ports import UnitOfWork
-from scenariokit.queries import Page, RunQuery, ScenarioQuery
+from scenariokit.formats.convert import errors_of
+from scenariokit.formats.inputs import LinkInput, ScenarioInput, StepInput, StepOrderInput
+from scenariokit.formats.queries import Page, RunQuery, ScenarioQuery
+from scenariokit.storage.ports import UnitOfWork
 
 from .base import ServiceBase, merge_patch, missing_reference, require
 

@@ -1,7 +1,7 @@
 """Use cases of YAML export and import (the specification's nine export and import rules).
 
 The format itself (documents, key order, block scalars, safe loading) lives in
-:mod:`scenariokit.yaml_io`; this module decides what goes into an export and how an import is checked
+:mod:`scenariokit.formats.yaml_io`; this module decides what goes into an export and how an import is checked
 and written. An import is one unit of work: everything is checked first (shape, fields, references,
 uniqueness) and nothing is stored unless all of it fits.
 """
@@ -17,9 +17,8 @@ import attrs
 
 from scenariokit.domain.errors import Conflict, ValidationError
 from scenariokit.domain.model import Scenario, utcnow
-from scenariokit.inputs import CredentialInput, EnvironmentInput, ScenarioInput, SnippetInput
-from scenariokit.ports import Repository, UnitOfWork
-from scenariokit.yaml_io import (
+from scenariokit.formats.inputs import CredentialInput, EnvironmentInput, ScenarioInput, SnippetInput
+from scenariokit.formats.yaml_io import (
     KINDS,
     MAX_YAML_BYTES,
     Entity,
@@ -31,6 +30,7 @@ from scenariokit.yaml_io import (
     scenario_document,
     snippet_document,
 )
+from scenariokit.storage.ports import Repository, UnitOfWork
 
 from .base import Context, ServiceBase, require
 from .catalog import CredentialService, EnvironmentService, SnippetService

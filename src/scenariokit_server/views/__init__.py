@@ -1,7 +1,7 @@
 """The REST views, one module per resource, and the few helpers every view uses to parse and answer.
 
 A view parses the request with these helpers, calls one application service and shapes the result
-with :mod:`scenariokit.views`. Errors are raised, never answered here: the problem middleware in
+with :mod:`scenariokit.formats.presenters`. Errors are raised, never answered here: the problem middleware in
 :mod:`scenariokit_server.errors` turns them into responses.
 """
 
@@ -16,9 +16,9 @@ import orjson
 from aiohttp import web
 from multidict import MultiMapping
 
-from scenariokit.convert import UNSTORABLE, UNSTORABLE_MESSAGE, unstorable_path
 from scenariokit.domain.errors import InvalidQuery, ValidationError
 from scenariokit.domain.json_values import decode_json
+from scenariokit.formats.convert import UNSTORABLE, UNSTORABLE_MESSAGE, unstorable_path
 
 API_PREFIX = "/api/v1"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from scenariokit import views as shape
-from scenariokit.queries import EnvironmentQuery
+from scenariokit.formats import presenters as shape
+from scenariokit.formats.queries import EnvironmentQuery
 from scenariokit_server import keys, schemas
 from scenariokit_server.openapi import list_params, operation
 from scenariokit_server.views import API_PREFIX, created, json_body, no_content, ok, path_id, query_params

@@ -7,8 +7,8 @@ import uuid
 
 from aiohttp import web
 
-from scenariokit import views as shape
-from scenariokit.queries import LogQuery, RunQuery
+from scenariokit.formats import presenters as shape
+from scenariokit.formats.queries import LogQuery, RunQuery
 from scenariokit_server import keys, schemas
 from scenariokit_server.openapi import BINARY, list_params, log_params, operation
 from scenariokit_server.views import API_PREFIX, created, json_body, ok, path_id, query_params

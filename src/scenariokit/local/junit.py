@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from scenariokit.outcomes import ScenarioOutcome
+from scenariokit.local.outcomes import ScenarioOutcome
 
 #: Kinds of run error reported as ``<failure>``; every other kind is an ``<error>``.
 FAILURE_KINDS = frozenset({"assertion", "timeout"})

@@ -1,9 +1,9 @@
 """Running scenario files locally: the core of ``scenariokit run`` and of the pytest plugin.
 
-:class:`LocalRunner` imports scenario files (see :mod:`scenariokit.scenario_files`) into a private
+:class:`LocalRunner` imports scenario files (see :mod:`scenariokit.local.scenario_files`) into a private
 store (a temporary SQLite file: nothing is shared with another process) and runs their scenarios on
 a local :class:`~scenariokit.Kit`, each in a fresh browser, reporting a
-:class:`~scenariokit.outcomes.ScenarioOutcome` per run.
+:class:`~scenariokit.local.outcomes.ScenarioOutcome` per run.
 
 The environment a scenario runs against is chosen per call (:data:`EnvChoice`): the name of an
 environment in the file's ``# environments`` section, a YAML file holding one environment, or a mapping
@@ -29,10 +29,10 @@ import pluggy
 
 from scenariokit.domain.errors import Conflict, NotFound, ScenarioKitError, TooLarge, ValidationError
 from scenariokit.domain.model import Run, RunError, RunErrorKind, RunStatus, utcnow
+from scenariokit.formats.queries import LogQuery
 from scenariokit.kit import Kit, open_kit
-from scenariokit.outcomes import FileResult, ScenarioOutcome, outcome_of
-from scenariokit.queries import LogQuery
-from scenariokit.scenario_files import (
+from scenariokit.local.outcomes import FileResult, ScenarioOutcome, outcome_of
+from scenariokit.local.scenario_files import (
     EnvChoice,
     ScenarioEntry,
     ScenarioFile,
@@ -41,7 +41,7 @@ from scenariokit.scenario_files import (
     read_environment_file,
     read_scenario_file,
 )
-from scenariokit.secrets import new_key
+from scenariokit.storage.secrets import new_key
 
 #: The private store of local runs: a SQLite file in a temporary folder of its own, one per runner.
 STORE_FILE = "scenariokit.db"

@@ -22,7 +22,7 @@ from scenariokit.domain.model import (
     Snippet,
     Step,
 )
-from scenariokit.queries import Page
+from scenariokit.formats.queries import Page
 
 T = TypeVar("T")
 JSON = dict[str, Any]

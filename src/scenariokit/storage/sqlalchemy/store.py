@@ -22,10 +22,10 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-from scenariokit import ports
 from scenariokit.domain.errors import ScenarioKitError
 from scenariokit.domain.json_values import MAX_INT, MIN_INT
-from scenariokit.secrets import (
+from scenariokit.storage import ports
+from scenariokit.storage.secrets import (
     KeyRing,
     KeyRotation,
     SecretBox,
@@ -426,7 +426,7 @@ class SqlStore(ports.Store):
 
     async def upgrade(self) -> None:
         """Apply every pending alembic migration."""
-        from scenariokit.migrations import upgrade_connection
+        from scenariokit.storage.migrations import upgrade_connection
 
         await self.create_schema()
         async with self.engine.begin() as conn:
@@ -434,7 +434,7 @@ class SqlStore(ports.Store):
 
     async def current_revision(self) -> str | None:
         """The migration revision the database is at, or None before the first one."""
-        from scenariokit.migrations import current_revision
+        from scenariokit.storage.migrations import current_revision
 
         async with self.engine.connect() as conn:
             return await conn.run_sync(current_revision)

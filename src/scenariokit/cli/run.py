@@ -30,10 +30,10 @@ from rich.progress import (
 from rich.table import Table
 
 from scenariokit.domain.model import Run, RunStatus
-from scenariokit.junit import write_junit_xml
-from scenariokit.local_runner import LoadedFile, open_local_runner
-from scenariokit.outcomes import ScenarioOutcome
-from scenariokit.scenario_files import (
+from scenariokit.local.junit import write_junit_xml
+from scenariokit.local.outcomes import ScenarioOutcome
+from scenariokit.local.runner import LoadedFile, open_local_runner
+from scenariokit.local.scenario_files import (
     EnvChoice,
     ScenarioEntry,
     ScenarioFile,

@@ -2,7 +2,7 @@
 
 from alembic import context
 
-from scenariokit.adapters.sqlalchemy.tables import metadata
+from scenariokit.storage.sqlalchemy.tables import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:

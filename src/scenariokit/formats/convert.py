@@ -23,11 +23,11 @@ from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from scenariokit import inputs
 from scenariokit.domain import model
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.json_values import check_json
 from scenariokit.domain.model import FieldError, FieldErrors, camel
+from scenariokit.formats import inputs
 
 T = TypeVar("T")
 
@@ -151,7 +151,7 @@ def make_converter() -> cattrs.Converter:
     """A converter for scenariokit's JSON shapes: camelCase keys, UUID strings, ISO timestamps.
 
     Unknown keys are refused when structuring; output omits nothing (policy on secrets and masked
-    tokens lives in :mod:`scenariokit.views`).
+    tokens lives in :mod:`scenariokit.formats.presenters`).
     """
     converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     converter.register_structure_hook(uuid.UUID, _structure_uuid)

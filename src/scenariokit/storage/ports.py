@@ -1,6 +1,6 @@
 """Storage ports: the repositories and unit of work the service layer talks to.
 
-Adapters implement them (:mod:`scenariokit.adapters.sqlalchemy` for SQLite and PostgreSQL). A unit of
+Adapters implement them (:mod:`scenariokit.storage.sqlalchemy` for SQLite and PostgreSQL). A unit of
 work is a transaction: leaving ``async with uow:`` without ``await uow.commit()`` rolls everything back.
 """
 
@@ -24,7 +24,7 @@ from scenariokit.domain.model import (
     Session,
     Snippet,
 )
-from scenariokit.queries import (
+from scenariokit.formats.queries import (
     CredentialQuery,
     EnvironmentQuery,
     ListQuery,

@@ -15,8 +15,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from scenariokit import ports
-from scenariokit.convert import make_converter
 from scenariokit.domain.model import (
     Credential,
     CredentialLink,
@@ -33,7 +31,8 @@ from scenariokit.domain.model import (
     Step,
     StepResult,
 )
-from scenariokit.queries import (
+from scenariokit.formats.convert import make_converter
+from scenariokit.formats.queries import (
     CredentialQuery,
     EnvironmentQuery,
     ListQuery,
@@ -44,7 +43,8 @@ from scenariokit.queries import (
     SessionQuery,
     SnippetQuery,
 )
-from scenariokit.secrets import SecretBox
+from scenariokit.storage import ports
+from scenariokit.storage.secrets import SecretBox
 
 from . import tables as t
 

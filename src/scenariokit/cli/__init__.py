@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from scenariokit.cli_run import add_run_command
+from scenariokit.cli.run import add_run_command
 from scenariokit.domain.errors import ScenarioKitError, ValidationError
 
 DESCRIPTION = """\
@@ -103,8 +103,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 async def _db(args: argparse.Namespace) -> str | None:
-    from scenariokit.adapters.sqlalchemy import sqlite_path
-    from scenariokit.storage import open_store
+    from scenariokit.storage.opening import open_store
+    from scenariokit.storage.sqlalchemy import sqlite_path
 
     settings = _settings(args)
     path = sqlite_path(settings.database_url)
@@ -121,8 +121,8 @@ async def _db(args: argparse.Namespace) -> str | None:
 
 
 async def _rotate_key(args: argparse.Namespace) -> None:
-    from scenariokit.secrets import KeyRotation, describe_fingerprints
-    from scenariokit.storage import open_store
+    from scenariokit.storage.opening import open_store
+    from scenariokit.storage.secrets import KeyRotation, describe_fingerprints
 
     settings = _settings(args)
     store = await open_store(settings.database_url, secret_key=settings.secret_key)
@@ -145,7 +145,7 @@ async def _rotate_key(args: argparse.Namespace) -> None:
 
 def cmd_db(args: argparse.Namespace) -> int:
     if args.action == "new-key":
-        from scenariokit.secrets import new_key
+        from scenariokit.storage.secrets import new_key
 
         print(new_key())
         return 0
@@ -449,6 +449,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"scenariokit: {exc}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from scenariokit.plugins import hookimpl
-from scenariokit.ports import Store
+from scenariokit.storage.ports import Store
 
 SQL_SCHEMES = ("sqlite", "sqlite+aiosqlite", "postgres", "postgresql", "postgresql+asyncpg")
 TOKEN_KEYS = ("token", "accessToken", "access_token", "authToken", "jwt", "id_token")
@@ -17,7 +17,7 @@ def scenariokit_storage_backend(url: str, secret_key: str) -> Store | None:
     scheme = url.split(":", 1)[0]
     if scheme not in SQL_SCHEMES:
         return None
-    from scenariokit.adapters.sqlalchemy import SqlStore
+    from scenariokit.storage.sqlalchemy import SqlStore
 
     return SqlStore(url, secret_key=secret_key)
 

@@ -6,10 +6,10 @@ import os
 
 import pluggy
 
-from scenariokit.adapters.sqlalchemy.store import sqlite_path
 from scenariokit.domain.errors import ScenarioKitError
-from scenariokit.ports import Store
-from scenariokit.secrets import SecretKeyError, load_or_create_key, new_key
+from scenariokit.storage.ports import Store
+from scenariokit.storage.secrets import SecretKeyError, load_or_create_key, new_key
+from scenariokit.storage.sqlalchemy.store import sqlite_path
 
 DEFAULT_DATABASE_URL = "sqlite:///scenariokit.db"
 
@@ -47,7 +47,7 @@ async def open_store(
 
     With ``migrate`` (the default) pending migrations are applied, so a new SQLite file is ready at once,
     and the keys are checked against the store: keys that cannot decrypt it raise
-    :class:`~scenariokit.secrets.SecretKeyError` here.
+    :class:`~scenariokit.storage.secrets.SecretKeyError` here.
     """
     from scenariokit.plugins import get_plugin_manager
 

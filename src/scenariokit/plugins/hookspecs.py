@@ -13,8 +13,8 @@ import pluggy
 
 if TYPE_CHECKING:
     from scenariokit.domain.model import Run, Scenario
-    from scenariokit.ports import Store
     from scenariokit.runner.job import RunJob
+    from scenariokit.storage.ports import Store
 
 hookspec = pluggy.HookspecMarker("scenariokit")
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pluggy
 
-from scenariokit import hookspecs
+from scenariokit.plugins import hookspecs
 
 if TYPE_CHECKING:
     from scenariokit.domain.model import Run, Scenario
@@ -26,7 +26,7 @@ def get_plugin_manager(*, load_entry_points: bool = True) -> pluggy.PluginManage
     The built-ins register through the same hooks a third-party plugin uses (``trylast``), so an
     installed plugin can override any of them.
     """
-    from scenariokit import builtin_plugins
+    from scenariokit.plugins import builtin as builtin_plugins
 
     manager = pluggy.PluginManager("scenariokit")
     manager.add_hookspecs(hookspecs)

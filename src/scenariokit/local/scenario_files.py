@@ -4,7 +4,7 @@ A scenario file is a YAML stream as ``scenariokit export`` writes it (``# enviro
 ``# credentials``, ``# scenarios``). :func:`read_scenario_file` lists its scenarios and environments
 without a store, so pytest can collect them without starting a browser; a file holding only snippet
 documents (a snippet export) is a file of snippets. :func:`read_environment_file` reads the one
-environment of an environment file. :mod:`scenariokit.local_runner` imports and runs them.
+environment of an environment file. :mod:`scenariokit.local.runner` imports and runs them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Literal
 import attrs
 
 from scenariokit.domain.errors import ScenarioKitError, TooLarge, ValidationError
-from scenariokit.yaml_io import load_entities
+from scenariokit.formats.yaml_io import load_entities
 
 #: File names the pytest plugin collects.
 SCENARIO_FILE_SUFFIXES = (".scenario.yaml", ".scenario.yml")
