@@ -7,10 +7,10 @@ import uuid
 import pytest
 
 from scenariokit.domain.errors import ValidationError
+from scenariokit.domain.job import RunJob, StepJob
 from scenariokit.domain.model import DEFAULT_STEP_TIMEOUT_SECONDS, FieldErrors, Scenario, Step
 from scenariokit.formats.convert import make_converter, structure_input
 from scenariokit.formats.inputs import ScenarioInput, SnippetInput, StepInput
-from scenariokit.runner.job import RunJob, StepJob
 
 
 def test_a_scenario_limit_wins_over_its_steps() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from api_support import API, Client, both_backends, created, problem_of
 
+from scenariokit.domain.job import RunFinished
 from scenariokit.domain.model import RunLogEntry, RunTimings, StepResult, StepStatus, StepTiming, utcnow
-from scenariokit.runner.job import RunFinished
 from scenariokit.services import Services
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16

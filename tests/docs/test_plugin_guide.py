@@ -18,8 +18,8 @@ from doc_blocks import ROOT, code_block
 from playwright.async_api import async_playwright
 
 import scenariokit
+from scenariokit.domain.job import RunJob
 from scenariokit.runner.browser import discover_browser
-from scenariokit.runner.job import RunJob
 from scenariokit.runner.plugin_hooks import PluginHooks
 from scenariokit.services import Services
 from scenariokit.storage.opening import open_store

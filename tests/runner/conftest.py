@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from scenariokit.domain.job import RunEvent, RunFinished, RunJob, SessionReleased, StepJob
 from scenariokit.runner.executor import WorkerPool
-from scenariokit.runner.job import RunEvent, RunFinished, RunJob, SessionReleased, StepJob
 from scenariokit.runner.processes import process_table, process_tree
 from scenariokit.runner.sandbox import SandboxConfig
 from served_pages import serve_pages

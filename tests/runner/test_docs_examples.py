@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scenariokit.runner.job import CredentialValue, LogEvent, RunEvent, RunFinished, RunJob, StepJob
+from scenariokit.domain.job import CredentialValue, LogEvent, RunEvent, RunFinished, RunJob, StepJob
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 

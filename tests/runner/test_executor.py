@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scenariokit.domain.model import RunErrorKind, StepResult, StepStatus
-from scenariokit.runner.executor import WorkerPool
-from scenariokit.runner.job import (
+from scenariokit.domain.job import (
     ArtifactSaved,
     CredentialValue,
     LogEvent,
@@ -23,6 +21,8 @@ from scenariokit.runner.job import (
     StepFinished,
     StepStarted,
 )
+from scenariokit.domain.model import RunErrorKind, StepResult, StepStatus
+from scenariokit.runner.executor import WorkerPool
 from scenariokit.runner.sandbox import SandboxConfig
 
 JobFactory = Callable[..., RunJob]

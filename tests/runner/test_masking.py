@@ -9,8 +9,8 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
+from scenariokit.domain.job import LogEvent
 from scenariokit.domain.model import utcnow
-from scenariokit.runner.job import LogEvent
 from scenariokit.runner.masking import LogMasker, mask_text
 from scenariokit.runner.protocol import UnreadableReport, WorkerReady, decode_report
 

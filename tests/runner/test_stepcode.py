@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from scenariokit.domain.job import CredentialValue, RunJob, StepJob
 from scenariokit.domain.model import RunErrorKind
-from scenariokit.runner.job import CredentialValue, RunJob, StepJob
 from scenariokit.runner.plugin_hooks import PluginHooks
 from scenariokit.runner.stepcode import (
     CredentialBook,

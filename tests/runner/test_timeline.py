@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
+from scenariokit.domain.job import RUN_MARKS, BrowserClosed, RunFinished
 from scenariokit.domain.model import StepResult, StepStatus, StepTiming, utcnow
-from scenariokit.runner.job import RUN_MARKS, BrowserClosed, RunFinished
 from scenariokit.runner.timeline import RunTimeline, close_ms, with_close
 
 

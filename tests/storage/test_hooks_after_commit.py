@@ -14,9 +14,9 @@ from typing import Any
 import attrs
 import sqlalchemy as sa
 
+from scenariokit.domain.job import RunFinished
 from scenariokit.domain.model import Run, RunErrorKind, RunStatus, Scenario, utcnow
 from scenariokit.plugins import get_plugin_manager, hookimpl
-from scenariokit.runner.job import RunFinished
 from scenariokit.services import Services
 from scenariokit.storage.sqlalchemy import SqlStore
 from scenariokit.storage.sqlalchemy import tables as t

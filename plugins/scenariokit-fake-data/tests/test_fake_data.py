@@ -12,7 +12,7 @@ from scenariokit_fake_data import FakeData, scenariokit_step_helpers
 
 import scenariokit
 from scenariokit import RunStatus
-from scenariokit.runner.job import RunJob
+from scenariokit.domain.job import RunJob
 
 
 def job(env_data: dict[str, object] | None = None) -> RunJob:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from scenariokit.domain.job import RunJob
     from scenariokit.domain.model import Run, Scenario
-    from scenariokit.runner.job import RunJob
     from scenariokit.storage.ports import Store
 
 hookspec = pluggy.HookspecMarker("scenariokit")

@@ -15,8 +15,7 @@ from typing import Any
 
 import attrs
 
-from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
-from scenariokit.runner.job import (
+from scenariokit.domain.job import (
     ArtifactSaved,
     LogEvent,
     RunEvent,
@@ -27,6 +26,7 @@ from scenariokit.runner.job import (
     StepJob,
     StepStarted,
 )
+from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
 from scenariokit.runner.plugin_hooks import PluginHooks
 from scenariokit.runner.protocol import (
     LIMIT_TOLERANCE_SECONDS,

@@ -28,9 +28,7 @@ from pathlib import Path
 
 import attrs
 
-from scenariokit.domain.model import RunErrorKind, utcnow
-from scenariokit.runner.browser import BrowserConfig, discover_browser
-from scenariokit.runner.job import (
+from scenariokit.domain.job import (
     ArtifactSaved,
     BrowserClosed,
     LogEvent,
@@ -40,6 +38,8 @@ from scenariokit.runner.job import (
     SessionReleased,
     SessionSaved,
 )
+from scenariokit.domain.model import RunErrorKind, utcnow
+from scenariokit.runner.browser import BrowserConfig, discover_browser
 from scenariokit.runner.masking import LogMasker, mask_text
 from scenariokit.runner.protocol import (
     CancelRun,

@@ -20,7 +20,7 @@ from urllib.parse import quote, quote_plus
 
 import attrs
 
-from scenariokit.runner.job import LogEvent
+from scenariokit.domain.job import LogEvent
 
 MASK = "***"
 #: base64 fragments shorter than this are not masked (they would match ordinary text)

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from scenariokit.runner.job import RunJob
+from scenariokit.domain.job import RunJob
 from scenariokit.runner.stepcode import SnippetSource
 
 logger = logging.getLogger(__name__)

@@ -18,8 +18,7 @@ from datetime import datetime
 
 import attrs
 
-from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
-from scenariokit.runner.job import (
+from scenariokit.domain.job import (
     LogEvent,
     RunEvent,
     RunFinished,
@@ -28,6 +27,7 @@ from scenariokit.runner.job import (
     StepFinished,
     StepJob,
 )
+from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
 from scenariokit.runner.stepcode import SyntaxProblem, mask_secrets
 
 # --- parent → worker -----------------------------------------------------------------------------
@@ -88,13 +88,13 @@ MAX_REPORT_BYTES = 64 * 1024 * 1024
 _REPORT_CLASSES = {
     ("scenariokit.runner.protocol", "WorkerReady"),
     ("scenariokit.runner.protocol", "RunReport"),
-    ("scenariokit.runner.job", "LogEvent"),
-    ("scenariokit.runner.job", "StepStarted"),
-    ("scenariokit.runner.job", "StepFinished"),
-    ("scenariokit.runner.job", "ArtifactSaved"),
-    ("scenariokit.runner.job", "SessionSaved"),
-    ("scenariokit.runner.job", "RunFinished"),
-    ("scenariokit.runner.job", "SessionReleased"),
+    ("scenariokit.domain.job", "LogEvent"),
+    ("scenariokit.domain.job", "StepStarted"),
+    ("scenariokit.domain.job", "StepFinished"),
+    ("scenariokit.domain.job", "ArtifactSaved"),
+    ("scenariokit.domain.job", "SessionSaved"),
+    ("scenariokit.domain.job", "RunFinished"),
+    ("scenariokit.domain.job", "SessionReleased"),
     ("scenariokit.domain.model", "StepResult"),
     ("scenariokit.domain.model", "RunError"),
     ("scenariokit.domain.model", "RunErrorKind"),

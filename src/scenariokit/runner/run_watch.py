@@ -11,8 +11,8 @@ import time
 import uuid
 from datetime import datetime
 
+from scenariokit.domain.job import RunEvent, RunFinished, RunJob, StepFinished, StepJob, StepStarted
 from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
-from scenariokit.runner.job import RunEvent, RunFinished, RunJob, StepFinished, StepJob, StepStarted
 from scenariokit.runner.protocol import (
     LIMIT_TOLERANCE_SECONDS,
     failed_run,

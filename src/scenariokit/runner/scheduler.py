@@ -19,6 +19,17 @@ from typing import Any
 import attrs
 
 from scenariokit.domain.errors import BrowserUnavailable
+from scenariokit.domain.job import (
+    ArtifactSaved,
+    BrowserClosed,
+    LogEvent,
+    RunEvent,
+    RunFinished,
+    RunJob,
+    SessionReleased,
+    SessionSaved,
+    StepFinished,
+)
 from scenariokit.domain.model import (
     RunError,
     RunErrorKind,
@@ -30,17 +41,6 @@ from scenariokit.domain.model import (
 )
 from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.executor import WorkerPool
-from scenariokit.runner.job import (
-    ArtifactSaved,
-    BrowserClosed,
-    LogEvent,
-    RunEvent,
-    RunFinished,
-    RunJob,
-    SessionReleased,
-    SessionSaved,
-    StepFinished,
-)
 from scenariokit.runner.sandbox import SandboxConfig, store_paths
 from scenariokit.runner.timeline import RunTimeline, close_ms, with_close
 from scenariokit.services import Services

@@ -20,8 +20,8 @@ from typing import Any, NamedTuple, Protocol
 from playwright.async_api import expect
 
 from scenariokit.domain.code import compile_snippet_code, compile_step_code
+from scenariokit.domain.job import CredentialValue, RunJob, StepJob
 from scenariokit.domain.model import Environment, RunErrorKind
-from scenariokit.runner.job import CredentialValue, RunJob, StepJob
 from scenariokit.runner.masking import MASK, mask_text
 
 LOG_LEVELS = ("debug", "info", "warning", "error")

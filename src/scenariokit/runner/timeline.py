@@ -1,6 +1,6 @@
 """A run's timeline: the scheduler's own marks plus the worker's, turned into :class:`RunTimings`.
 
-The worker only stamps points it passes anyway (:data:`~scenariokit.runner.job.RUN_MARKS`, sent with the
+The worker only stamps points it passes anyway (:data:`~scenariokit.domain.job.RUN_MARKS`, sent with the
 outcome it reports); every phase is computed here, in the scheduler, from those stamps, its own claim
 and store-write clocks and the step results. Worker and scheduler share the machine's wall clock.
 """
@@ -14,8 +14,8 @@ from datetime import datetime
 
 import attrs
 
+from scenariokit.domain.job import BrowserClosed, RunFinished
 from scenariokit.domain.model import RunTimings, StepTiming, utcnow
-from scenariokit.runner.job import BrowserClosed, RunFinished
 
 
 def _ms(start: datetime | None, end: datetime | None) -> int | None:

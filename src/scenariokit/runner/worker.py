@@ -26,10 +26,10 @@ from typing import Any
 import attrs
 from playwright.async_api import async_playwright
 
+from scenariokit.domain.job import RunEvent, RunJob, SessionReleased
 from scenariokit.domain.model import RunError, RunErrorKind, utcnow
 from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.execution import HeldSession, RunEnd, RunExecution, close_browser
-from scenariokit.runner.job import RunEvent, RunJob, SessionReleased
 from scenariokit.runner.plugin_hooks import PluginHooks
 from scenariokit.runner.processes import process_tree
 from scenariokit.runner.protocol import (

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from scenariokit.domain.errors import Conflict, NotFound, ScenarioKitError, ValidationError
+from scenariokit.domain.job import CredentialValue, RunFinished, RunJob, SessionSaved, StepJob
 from scenariokit.domain.model import (
     Run,
     RunError,
@@ -32,7 +33,6 @@ from scenariokit.domain.model import (
 from scenariokit.formats.inputs import RunInput
 from scenariokit.formats.presenters import RunDetail
 from scenariokit.formats.queries import LogQuery, Page, RunQuery
-from scenariokit.runner.job import CredentialValue, RunFinished, RunJob, SessionSaved, StepJob
 from scenariokit.storage.ports import RunLease, UnitOfWork
 
 from .base import ServiceBase, missing_reference, require

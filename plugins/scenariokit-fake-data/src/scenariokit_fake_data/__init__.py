@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from scenariokit import hookimpl
-from scenariokit.runner.job import RunJob
+from scenariokit.domain.job import RunJob
 from scenariokit_fake_data.fake import FakeData
 
 __all__ = ["SEED_KEY", "FakeData", "scenariokit_step_helpers"]
