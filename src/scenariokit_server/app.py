@@ -70,6 +70,7 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
         client_max_size=settings.max_body_bytes,
     )
     app[keys.SETTINGS] = settings
+    app[keys.BROWSER_FACTS] = health.BrowserFacts()
     if services is not None:
         app[keys.SERVICES] = services
     app.cleanup_ctx.extend(_lifecycles(settings, services))

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from scenariokit.runner.scheduler import Scheduler
 from scenariokit.services import Services
 from scenariokit_server.settings import Settings
 
+if TYPE_CHECKING:
+    from scenariokit_server.views.health import BrowserFacts
+
 SETTINGS = web.AppKey("settings", Settings)
 SERVICES = web.AppKey("services", Services)
 SCHEDULER = web.AppKey("scheduler", Scheduler)
+BROWSER_FACTS: web.AppKey[BrowserFacts] = web.AppKey("browser_facts")
 
 
 def settings(app: web.Application) -> Settings:

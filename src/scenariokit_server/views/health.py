@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import shutil
+import time
 from importlib.metadata import PackageNotFoundError, version
 
 from aiohttp import web
@@ -16,8 +18,11 @@ from scenariokit_server.openapi import operation
 
 log = logging.getLogger(__name__)
 PING_TIMEOUT_SECONDS = 5.0
+#: How long /health reuses what it found of the browser: a poller every second looks once per period.
+BROWSER_FACTS_SECONDS = 10.0
 
 
+@functools.cache
 def service_version() -> str:
     """The installed scenariokit version."""
     try:
@@ -53,6 +58,25 @@ def browser_build() -> str | None:
     return build()
 
 
+class BrowserFacts:
+    """``browser`` and ``browserBuild`` of /health, looked up (off the loop) at most once a period.
+
+    Discovery walks the places a browser may be installed and stats it: little, but more than the rest
+    of a health check, which load balancers and dashboards poll. A browser installed while the service
+    runs shows within :data:`BROWSER_FACTS_SECONDS`. One per application.
+    """
+
+    def __init__(self) -> None:
+        self._found: tuple[float, str, str | None] | None = None
+
+    async def get(self) -> tuple[str, str | None]:
+        now = time.monotonic()
+        if self._found is None or now - self._found[0] > BROWSER_FACTS_SECONDS:
+            status, build = await asyncio.to_thread(lambda: (browser_status(), browser_build()))
+            self._found = (now, status, build)
+        return self._found[1], self._found[2]
+
+
 @operation(
     "health",
     "Liveness of the service, its database and the browser",
@@ -70,12 +94,13 @@ async def health(request: web.Request) -> web.Response:
     except Exception as exc:  # any failure to answer is "unreachable"; the reason goes to the log
         log.warning("health: the database does not answer: %s: %s", type(exc).__name__, exc)
         database = "unreachable"
+    browser, build = await request.app[keys.BROWSER_FACTS].get()
     body = {
         "status": "ok" if database == "ok" else "degraded",
         "version": service_version(),
         "database": database,
-        "browser": browser_status(),
+        "browser": browser,
         "sandbox": sandbox_kind(request.app, keys.settings(request.app)),
-        "browserBuild": await asyncio.to_thread(browser_build),
+        "browserBuild": build,
     }
     return web.json_response(body, status=200 if database == "ok" else 503)

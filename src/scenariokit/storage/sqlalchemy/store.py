@@ -9,14 +9,16 @@ import functools
 import json
 import os
 import re
+import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Generator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+import aiosqlite
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -94,7 +96,48 @@ _JSON_CODEC: dict[str, Any] = {
 READ_STATEMENTS = "statements"
 
 
-def _make_engine(async_url: str, schema: str | None) -> AsyncEngine:
+class _RunAtOnce:
+    """Stands in for aiosqlite's queue to its thread: a call put on it runs at once, on this thread."""
+
+    @staticmethod
+    def put_nowait(item: tuple[asyncio.Future[Any] | None, Callable[[], Any]]) -> None:
+        future, function = item
+        try:
+            result = function()
+        except BaseException as exc:
+            if future is None:
+                raise
+            future.set_exception(exc)
+        else:
+            if future is not None:
+                future.set_result(result)
+
+
+class InlineSqliteConnection(aiosqlite.Connection):
+    """An aiosqlite connection whose calls run on the event loop's own thread, for reads.
+
+    aiosqlite hands every call (execute, fetch, close) to a thread of its own and back: a dozen thread
+    switches for one page, which cost more than the page's query. A read in WAL mode never waits for the
+    writer, so it can run where it is awaited (awaiting a finished future does not even yield to the
+    loop); writes keep aiosqlite's thread, since they may wait for another process's write lock
+    (``busy_timeout``), and that wait must not stop the loop. SQLAlchemy's adapter puts some calls on
+    the queue itself, so the queue is what is replaced.
+    """
+
+    def __init__(self, connector: Callable[[], sqlite3.Connection]) -> None:
+        super().__init__(connector, iter_chunk_size=64)
+        self._tx = _RunAtOnce()  # type: ignore[assignment]
+
+    def __await__(self) -> Generator[Any, None, aiosqlite.Connection]:
+        return self._connect().__await__()  # no thread to start
+
+
+#: How long an inline read may wait for a lock (only a WAL recovery holds one): it waits on the loop.
+READ_BUSY_TIMEOUT_MS = 250
+
+
+def _make_engine(async_url: str, schema: str | None, *, reads: bool = False) -> AsyncEngine:
+    """The engine of a store; with ``reads``, a SQLite file's engine of inline reading connections."""
     if async_url.startswith("sqlite"):
         memory = sqlite_path(async_url) is None
         # A file: a small pool, so reads (WAL: never blocked by the writer) run beside the one writer.
@@ -105,12 +148,24 @@ def _make_engine(async_url: str, schema: str | None) -> AsyncEngine:
             if memory
             else {"pool_size": 4, "max_overflow": 4, "pool_reset_on_return": None}
         )
+        extra: dict[str, Any] = {}
+        if reads:
+            path = str(sqlite_path(async_url))
+
+            async def connect_inline() -> aiosqlite.Connection:
+                return await InlineSqliteConnection(
+                    functools.partial(sqlite3.connect, path, check_same_thread=False)
+                )
+
+            extra["async_creator"] = connect_inline
         engine = create_async_engine(
             async_url,
             **_JSON_CODEC,
             connect_args={"check_same_thread": False, "timeout": 30},
             **pool,
+            **extra,
         )
+        busy_timeout = READ_BUSY_TIMEOUT_MS if reads else 30000
 
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_connection: Any, _: Any) -> None:
@@ -121,7 +176,7 @@ def _make_engine(async_url: str, schema: str | None) -> AsyncEngine:
                 cursor.execute("PRAGMA journal_mode=WAL")
                 cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute(f"PRAGMA busy_timeout={busy_timeout}")
             cursor.close()
 
         @event.listens_for(engine.sync_engine, "begin")
@@ -173,7 +228,7 @@ class SqlUnitOfWork(ports.UnitOfWork):
 
     def __init__(self, store: SqlStore, *, readonly: bool) -> None:
         self._store = store
-        self._engine = store.engine
+        self._engine = store.read_engine if readonly else store.engine
         self._readonly = readonly
         self._serial = store._serial or (None if readonly else store._writer)
         self._conn: AsyncConnection | None = None
@@ -267,6 +322,12 @@ class SqlStore(ports.Store):
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.engine = _make_engine(async_url, self.schema)
+        #: reading units of work connect here: inline connections for a SQLite file, else the one engine
+        self.read_engine = (
+            _make_engine(async_url, self.schema, reads=True)
+            if self.dialect == "sqlite" and path is not None
+            else self.engine
+        )
         self._secret_key = secret_key
         self._box: SecretBox | None = None
         self._keys_checked = asyncio.Lock()
@@ -409,7 +470,7 @@ class SqlStore(ports.Store):
         return KeyRotation(counts=counts, fingerprint=box.ring.primary)
 
     async def ping(self) -> None:
-        async with self.engine.connect() as conn:
+        async with self.read_engine.connect() as conn:
             await conn.execute(sa.text("SELECT 1"))
 
     async def create_schema(self) -> None:
@@ -440,6 +501,8 @@ class SqlStore(ports.Store):
             return await conn.run_sync(current_revision)
 
     async def close(self) -> None:
+        if self.read_engine is not self.engine:
+            await self.read_engine.dispose()
         await self.engine.dispose()
 
 
