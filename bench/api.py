@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -142,11 +143,16 @@ class Result:
         return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))] if ordered else 0.0
 
 
-async def load(url: str, label: str, requests: int) -> Result:
-    """``requests`` mixed requests over 32 connections; every non-2xx answer or failure is an error."""
+async def load(
+    url: str, label: str, requests: int, *, stop: asyncio.Event | None = None, connections: int = CONNECTIONS
+) -> Result:
+    """``requests`` mixed requests over 32 connections; every non-2xx answer or failure is an error.
+
+    With ``stop``, requests go on (``requests`` is ignored) until the event is set.
+    """
     result = Result(label)
-    counter = iter(range(requests))
-    connector = aiohttp.TCPConnector(limit=CONNECTIONS)
+    counter = itertools.count() if stop is not None else iter(range(requests))
+    connector = aiohttp.TCPConnector(limit=connections)
     async with aiohttp.ClientSession(url, connector=connector) as http:
 
         async def one(index: int) -> None:
@@ -173,15 +179,17 @@ async def load(url: str, label: str, requests: int) -> Result:
 
         async def client() -> None:
             for index in counter:
+                if stop is not None and stop.is_set():
+                    return
                 await one(index)
 
         # warm up: every connection opened, the server's first-request paths taken
-        warm = [http.get(LIST_PATH) for _ in range(CONNECTIONS)]
+        warm = [http.get(LIST_PATH) for _ in range(connections)]
         for answer in await asyncio.gather(*warm):
             async with answer:
                 await answer.read()
         began = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(CONNECTIONS)))
+        await asyncio.gather(*(client() for _ in range(connections)))
         result.seconds = time.perf_counter() - began
     return result
 

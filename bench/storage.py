@@ -128,7 +128,7 @@ async def bench_store(label: str, url: str, runs: int, repeat: int) -> bool:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--sqlite-only", action="store_true")
     args = parser.parse_args()

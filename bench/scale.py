@@ -1,0 +1,131 @@
+"""Throughput across worker processes: the server plus 1, 2 and 3 ``scenariokit worker`` on one PostgreSQL.
+
+Each line starts ``scenariokit serve`` without its own scheduler (``SCENARIOKIT_RUN_SCHEDULER=false``)
+on a fresh PostgreSQL schema, then N ``scenariokit worker`` processes, each with its own pool of
+browsers (``--workers``, default 1 each, so the line shows what adding a process adds), queues
+``--runs`` runs of a three-step scenario over REST and awaits them. The bare Playwright script is
+measured first, in the same run, as the baseline.
+
+On one machine the processes share its cores: the line flattens once the cores are busy, which is the
+point of measuring it — on separate machines each worker brings its own.
+
+    python bench/scale.py [--runs 30] [--counts 1,2,3] [--workers 1] [--postgres URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+from _shared import STEPS, bare_playwright, create, per_minute, scenariokit_serve, serve_page
+
+from api import BENCH_KEY, DEFAULT_POSTGRES, postgres_schema
+
+API = "/api/v1"
+POLL_SECONDS = 0.25
+
+
+@contextlib.asynccontextmanager
+async def workers(count: int, per_process: int, env: dict[str, str]) -> AsyncIterator[None]:
+    """``count`` ``scenariokit worker`` processes, stopped (SIGTERM) afterwards."""
+    command = str(Path(sys.executable).parent / "scenariokit")
+    processes = [
+        await asyncio.create_subprocess_exec(
+            command,
+            "worker",
+            "--workers",
+            str(per_process),
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        for _ in range(count)
+    ]
+    try:
+        await asyncio.sleep(3)  # each launches its first browser
+        yield
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                await asyncio.wait_for(process.wait(), 30)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def measure(url: str, page_url: str, runs: int) -> float:
+    """Seconds from the first ``POST /run`` until none is in progress."""
+    async with aiohttp.ClientSession(url) as http:
+        env = await create(http, f"{API}/environments", {"name": "scale", "data": {"url": page_url}})
+        steps = [{"execCode": code} for code in STEPS]
+        scenario = await create(http, f"{API}/scenarios", {"name": "scale", "steps": steps})
+        body = {"scenarioId": scenario["id"], "environmentId": env["id"]}
+        began = time.perf_counter()
+        for _ in range(runs):
+            await create(http, f"{API}/run", body)
+        while True:
+            async with http.get(f"{API}/run", params={"status": "in_progress", "limit": "1"}) as answer:
+                if (await answer.json())["total"] == 0:
+                    break
+            await asyncio.sleep(POLL_SECONDS)
+        elapsed = time.perf_counter() - began
+        async with http.get(f"{API}/run", params={"status": "fail", "limit": "1"}) as answer:
+            failed = (await answer.json())["total"]
+        if failed:
+            raise SystemExit(f"{failed} runs failed")
+        return elapsed
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--counts", default="1,2,3", help="worker process counts, comma-separated")
+    parser.add_argument("--workers", type=int, default=1, help="browsers at once per worker process")
+    parser.add_argument("--postgres", default=os.environ.get("BENCH_POSTGRES_URL", DEFAULT_POSTGRES))
+    args = parser.parse_args()
+    counts = [int(part) for part in args.counts.split(",")]
+    runner, page_url = await serve_page()
+    lines = []
+    try:
+        await bare_playwright(page_url, 2)
+        bare = per_minute(args.runs, await bare_playwright(page_url, args.runs))
+        for count in counts:
+            async with postgres_schema(args.postgres) as database_url:
+                if database_url is None:
+                    return
+                env = {"SCENARIOKIT_DATABASE_URL": database_url, "SCENARIOKIT_SECRET_KEY": BENCH_KEY}
+                worker_env = {k: v for k, v in os.environ.items() if not k.startswith("SCENARIOKIT_")}
+                worker_env.update(env)
+                api_only = {**env, "SCENARIOKIT_RUN_SCHEDULER": "false"}
+                with tempfile.TemporaryDirectory() as tmp:
+                    async with (
+                        scenariokit_serve(Path(tmp), settle=0.5, env_extra=api_only) as served,
+                        workers(count, args.workers, worker_env),
+                    ):
+                        lines.append(
+                            (count, per_minute(args.runs, await measure(served.url, page_url, args.runs)))
+                        )
+    finally:
+        await runner.cleanup()
+    print(f"{args.runs} runs of a three-step scenario, {os.cpu_count()} cores,", end=" ")
+    print(f"{args.workers} browser(s) per worker process")
+    print(f"  {'bare Playwright script (fresh headless shell each)':52s} {bare:7.1f} runs/min   1.00x")
+    for count, rate in lines:
+        label = f"server + {count} scenariokit worker process(es), PostgreSQL"
+        print(f"  {label:52s} {rate:7.1f} runs/min   {rate / bare:.2f}x")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
