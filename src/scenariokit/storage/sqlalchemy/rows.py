@@ -104,6 +104,10 @@ def admits_none(kind: Any) -> bool:
     return kind is Any or type(None) in typing.get_args(kind)
 
 
+#: types read back exactly as they were written: no coercion, which would be a rule of its own
+_AS_STORED = (str, int, float, bool)
+
+
 def _is_enum(kind: Any) -> bool:
     return isinstance(kind, type) and issubclass(kind, enum.Enum)
 
@@ -113,17 +117,23 @@ def _restore_hook(cls: type[Any], converter: cattrs.Converter, *, keys: Callable
     attrs.resolve_types(cls)
     restore = restorer(cls)
     plan = [
-        (field.name, keys(field.name), field.type, converter.get_structure_hook(field.type))
+        (
+            field.name,
+            keys(field.name),
+            field.type,
+            converter.get_structure_hook(field.type),
+            admits_none(field.type),
+        )
         for field in attrs.fields(cls)
     ]
 
     def structure(data: Mapping[str, Any], _: type) -> Any:
         values: dict[str, Any] = {}
-        for name, key, kind, hook in plan:
+        for name, key, kind, hook, nullable in plan:
             raw = data.get(key)
             if raw is not None:
                 values[name] = hook(raw, kind)
-            elif key in data and admits_none(kind):
+            elif nullable and key in data:
                 values[name] = None
         return restore(values)
 
@@ -145,6 +155,7 @@ def make_storage_converter(*, document_keys: Callable[[str], str] = camel) -> ca
     # Before cattrs' str hook, which would take a StrEnum for a plain str (str comes first in its MRO).
     converter.register_structure_hook_func(_is_enum, lambda value, kind: kind(value))
     converter.register_structure_hook_factory(attrs.has, partial(_restore_hook, keys=document_keys))
+    converter.register_structure_hook_func(lambda kind: kind in _AS_STORED, lambda value, _: value)
 
     def unstructure_factory(cls: type[Any]) -> Any:
         attrs.resolve_types(cls)
