@@ -27,6 +27,7 @@ from scenariokit.formats.presenters import (
 from scenariokit.services import Services
 from scenariokit.storage.sqlalchemy import SqlStore
 from scenariokit.storage.sqlalchemy import tables as t
+from scenariokit.storage.sqlalchemy.rows import restorer
 
 #: a name that was within the maximum when it was written; the rule is tightened below it in each test
 OLD_NAME = "a name written when up to 200 characters were allowed"
@@ -183,3 +184,19 @@ async def test_a_value_made_from_an_old_row_is_validated(store: SqlStore, servic
     assert "name" in refused.value.errors
     fixed = await services.environments.update(ids.environment, {"name": "short", "data": environment.data})
     assert (await services.environments.get(ids.environment)).name == fixed.name == "short"
+
+
+def test_a_restored_value_skips_validators_but_keeps_converters_and_defaults() -> None:
+    """No global switch is flipped: a value made meanwhile, anywhere, is still validated."""
+    restore = restorer(model.Scenario)
+    late, early = model.Step(exec_code="b", order=2), model.Step(exec_code="a", order=1)
+
+    scenario = restore({"name": "", "timeout_seconds": 7200, "steps": (late, early)})
+
+    assert scenario.name == "" and scenario.timeout_seconds == 7200.0
+    assert type(scenario.timeout_seconds) is float  # the converter ran
+    assert scenario.steps == (early, late)  # so did the sorting one
+    assert scenario.credentials == () and scenario.created_at.tzinfo is UTC  # defaults, factories too
+    assert not attrs.validators.get_disabled()
+    with pytest.raises(FieldErrors):
+        model.Scenario(name="")
