@@ -53,7 +53,8 @@ DEFAULT_RUN_TIMEOUT = 3600.0
 
 
 def _catalog(command: type, what: str) -> dict[str, tuple[Any, str]]:
-    return {"create": (command, what), "replace": (command, what), "update": (Patch[command], what)}
+    patch: Any = Patch[command]  # type: ignore[valid-type]
+    return {"create": (command, what), "replace": (command, what), "update": (patch, what)}
 
 
 #: Per service, the commands a :class:`Kit` also takes as a mapping of their REST JSON, and the input

@@ -195,7 +195,7 @@ class ToolInput:
                 )
             )
         if self.clear:
-            clearable = Literal[self.clear]  # type: ignore[valid-type]
+            clearable: Any = Literal.__getitem__(self.clear)
             found.append(
                 inspect.Parameter(
                     "clear",
@@ -248,7 +248,7 @@ class ScenarioKitTools:
         method = getattr(self, name)
         spec: ToolInput | None = getattr(method, "tool_input", None)
         if spec is None:
-            return method  # type: ignore[no-any-return]
+            return method
         own = [p for p in inspect.signature(method, eval_str=True).parameters.values() if p.name != "command"]
         names = {*spec.fields, "clear"}
 
@@ -256,7 +256,8 @@ class ScenarioKitTools:
         async def call(**arguments: Any) -> Answer:
             rest = {key: value for key, value in arguments.items() if key not in names}
             command = spec.command(self._services().converter, arguments)
-            return await method(**rest, command=command)  # type: ignore[no-any-return]
+            answer: Answer = await method(**rest, command=command)
+            return answer
 
         call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
             [*own, *spec.parameters()], return_annotation=Answer

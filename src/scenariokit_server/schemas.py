@@ -309,7 +309,8 @@ RunInput = schema_of(
         "scenario_id": fields.UUID(
             data_key="scenarioId",
             metadata={
-                "description": "Id (UUID) of the scenario to run; required unless `scenario` is given."
+                "description": attrs.fields(inputs.RunInput).scenario_id.metadata["description"]
+                + " Required unless `scenario` is given."
             },
         ),
         "scenario": fields.Raw(
@@ -356,6 +357,7 @@ def json_schema_of(cls: type) -> dict[str, Any]:
     """
     plugin = MarshmallowPlugin()
     spec = APISpec("scenariokit", "1", OPENAPI_VERSION, plugins=[plugin])
+    assert plugin.converter is not None  # set by APISpec when it takes the plugin
     root = plugin.converter.schema2jsonschema(REQUESTS[cls])
     components = spec.to_dict().get("components", {}).get("schemas", {})
     return _as_json_schema(root, components)

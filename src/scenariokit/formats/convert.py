@@ -193,7 +193,7 @@ def _is_patch(kind: Any) -> bool:
 def _patch_structure(kind: Any, converter: cattrs.Converter) -> Callable[[Any, Any], inputs.Patch[Any]]:
     (target,) = typing.get_args(kind)
     changes = changes_class(target)
-    structure = make_dict_structure_fn(
+    structure: Callable[[Any, Any], Any] = make_dict_structure_fn(
         changes, converter, _cattrs_forbid_extra_keys=True, **_rename_overrides(changes)
     )
 
