@@ -13,10 +13,13 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from scenariokit.domain.code import valid_snippet_code, valid_step_code
+from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.model import (
     DEFAULT_STEP_TIMEOUT_SECONDS,
     MAX_TIMEOUT_SECONDS,
     NAME_MAX,
+    FieldError,
+    FieldErrors,
     json_object,
     reports_every_field,
     required_text,
@@ -193,5 +196,14 @@ class Patch(Generic[I]):
     changes: Mapping[str, Any] = attrs.field(factory=dict)
 
     def applied_to(self, current: I) -> I:
-        """``current`` with the given fields replaced, checked again as a whole."""
-        return attrs.evolve(current, **self.changes)  # type: ignore[misc]
+        """``current`` with the given fields replaced, checked again as a whole.
+
+        A patch built by hand (not structured from JSON) is checked here: a broken rule is a
+        ``ValidationError`` naming the field, as from the converter.
+        """
+        try:
+            return attrs.evolve(current, **self.changes)  # type: ignore[misc]
+        except FieldErrors as exc:
+            raise ValidationError("invalid update", exc.errors) from None
+        except FieldError as exc:
+            raise ValidationError("invalid update", {exc.field: exc.message}) from None
