@@ -34,6 +34,15 @@ def _about(description: str) -> dict[str, str]:
     return {"description": description}
 
 
+def _time_limit(description: str) -> Any:
+    """An optional time limit in seconds, by the model's rule (greater than 0, at most the maximum)."""
+    return attrs.field(default=None, validator=valid_timeout, metadata=_about(description))
+
+
+_NAME = _about(f"A name of 1 to {NAME_MAX} characters.")
+_DESCRIPTION = _about("Free text describing it.")
+_ENVIRONMENT_ID = _about("Id (UUID) of the environment whose `data` the steps read through `helpers`.")
+
 EXEC_CODE_ABOUT = (
     "The step's code: Python with top-level `await`, using Playwright's async API. In scope: `page`, "
     "`context`, `browser`, `expect` (Playwright's assertions), `helpers` (`helpers.env` is the "
@@ -60,20 +69,12 @@ class StepInput:
         validator=attrs.validators.optional(valid_order),
         metadata=_about("Position of the step, from 1; the steps from there on move down. Default: last."),
     )
-    timeout_seconds: float | None = attrs.field(
-        default=None,
-        validator=valid_timeout,
-        metadata=_about(
-            f"The step's time limit in seconds: greater than 0, at most {MAX_TIMEOUT_SECONDS} "
-            f"(default {DEFAULT_STEP_TIMEOUT_SECONDS:g}). A step over its limit fails the run with error "
-            "kind `timeout`."
-        ),
+    timeout_seconds: float | None = _time_limit(
+        f"The step's time limit in seconds: greater than 0, at most {MAX_TIMEOUT_SECONDS} "
+        f"(default {DEFAULT_STEP_TIMEOUT_SECONDS:g}). A step over its limit fails the run with error "
+        "kind `timeout`."
     )
     id: uuid.UUID | None = None
-
-
-_NAME = _about(f"A name of 1 to {NAME_MAX} characters.")
-_DESCRIPTION = _about("Free text describing it.")
 
 
 @reports_every_field
@@ -99,17 +100,10 @@ class ScenarioInput:
 
     name: str = attrs.field(validator=required_text, metadata=_NAME)
     description: str | None = attrs.field(default=None, metadata=_DESCRIPTION)
-    environment_id: uuid.UUID | None = attrs.field(
-        default=None,
-        metadata=_about("Id (UUID) of the environment whose `data` the steps read through `helpers`."),
-    )
-    timeout_seconds: float | None = attrs.field(
-        default=None,
-        validator=valid_timeout,
-        metadata=_about(
-            f"The whole run's time limit in seconds: greater than 0, at most {MAX_TIMEOUT_SECONDS}. "
-            "Without one a run may take the sum of its steps' limits."
-        ),
+    environment_id: uuid.UUID | None = attrs.field(default=None, metadata=_ENVIRONMENT_ID)
+    timeout_seconds: float | None = _time_limit(
+        f"The whole run's time limit in seconds: greater than 0, at most {MAX_TIMEOUT_SECONDS}. "
+        "Without one a run may take the sum of its steps' limits."
     )
     steps: tuple[StepInput, ...] | None = attrs.field(
         default=None, metadata=_about("The scenario's steps, run in `order` (else in the order given).")
@@ -168,9 +162,7 @@ class RunInput:
     """
 
     scenario_id: uuid.UUID = attrs.field(metadata=_about("Id (UUID) of the scenario to run."))
-    environment_id: uuid.UUID = attrs.field(
-        metadata=_about("Id (UUID) of the environment whose `data` the steps read through `helpers`.")
-    )
+    environment_id: uuid.UUID = attrs.field(metadata=_ENVIRONMENT_ID)
     save_session: bool = attrs.field(
         default=False,
         metadata=_about(
