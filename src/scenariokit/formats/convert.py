@@ -183,7 +183,8 @@ def changes_class(cls: type) -> type:
         )
         for field in attrs.fields(cls)
     }
-    return model.reports_every_field(attrs.make_class(f"{cls.__name__}Changes", these, frozen=True))
+    changes = attrs.make_class(f"{cls.__name__}Changes", these, frozen=True, repr=False)
+    return model.reports_every_field(changes)
 
 
 def _is_patch(kind: Any) -> bool:

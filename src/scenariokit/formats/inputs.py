@@ -177,7 +177,7 @@ class RunInput:
 I = TypeVar("I")  # noqa: E741 - the input type a patch changes
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Patch(Generic[I]):
     """A partial update (PATCH) of an ``I``: the fields given, each already checked by ``I``'s rules.
 
@@ -186,6 +186,10 @@ class Patch(Generic[I]):
     """
 
     changes: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def __repr__(self) -> str:
+        # Names only: a credential's patch may carry its secret.
+        return f"Patch(fields={sorted(self.changes)!r})"
 
     def applied_to(self, current: I) -> I:
         """``current`` with the given fields replaced, checked again as a whole.
