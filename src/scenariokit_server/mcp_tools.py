@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 import attrs
@@ -26,8 +26,9 @@ from scenariokit.domain.model import camel
 from scenariokit.formats import presenters as shape
 from scenariokit.formats.convert import structure_input
 from scenariokit.formats.inputs import EnvironmentInput, Patch, RunInput, ScenarioInput, StepInput
-from scenariokit.formats.queries import MAX_LIMIT, EnvironmentQuery, LogQuery, ScenarioQuery
+from scenariokit.formats.queries import EnvironmentQuery, LogQuery, ScenarioQuery
 from scenariokit.services import Services
+from scenariokit_server.openapi import list_params, log_params
 from scenariokit_server.schemas import json_schema_of
 
 JSON = dict[str, Any]
@@ -41,9 +42,10 @@ WAIT_POLL_SECONDS = 0.25
 
 # --- parameters ---------------------------------------------------------------------------------
 # The fields of a body (a scenario, a step, an environment, a run) are not declared here: they are the
-# attrs input classes' own, with the schema OpenAPI shows for them (see ``takes``). What is declared
-# here is what only MCP has: the id of the record a tool acts on (REST's path id), list parameters,
-# ``wait``/``waitSeconds`` and ``clear``.
+# attrs input classes' own, with the schema OpenAPI shows for them (see ``takes``); nor are the list
+# parameters: they are REST's query parameters of the same list (see ``lists``). What is declared here
+# is what only MCP has: the id of the record a tool acts on (REST's path id), ``wait``/``waitSeconds``
+# and ``clear``.
 
 _UUID = {"format": "uuid"}
 ScenarioId = Annotated[
@@ -66,38 +68,6 @@ EnvironmentId = Annotated[
 RunId = Annotated[
     str, Field(description="The run's id, a UUID (from run_scenario).", json_schema_extra=_UUID)
 ]
-PageNumber = Annotated[
-    Any,
-    WithJsonSchema({"type": "integer", "minimum": 1}),
-    Field(description="Page to return, from 1 (default 1)."),
-]
-PageSize = Annotated[
-    Any,
-    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
-    Field(description=f"Items per page, 1 to {MAX_LIMIT} (default 20)."),
-]
-LogPageSize = Annotated[
-    Any,
-    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": 1000}),
-    Field(description="Log lines per page, 1 to 1000 (default 100)."),
-]
-ScenarioOrder = Annotated[
-    Any,
-    WithJsonSchema({"type": "string", "enum": list(ScenarioQuery.ORDER_BY)}),
-    Field(description="Sort key (default updatedAt)."),
-]
-EnvironmentOrder = Annotated[
-    Any,
-    WithJsonSchema({"type": "string", "enum": list(EnvironmentQuery.ORDER_BY)}),
-    Field(description="Sort key (default updatedAt)."),
-]
-OrderDir = Annotated[
-    Any,
-    WithJsonSchema({"type": "string", "enum": ["asc", "desc"]}),
-    Field(description="Sort direction (default desc)."),
-]
-NameFilter = Annotated[str | None, Field(description="Only those whose name contains this text (any case).")]
-LogFilter = Annotated[str | None, Field(description="Only the log lines that contain this text (any case).")]
 Wait = Annotated[
     bool, Field(description="Block until the run ends (bounded by waitSeconds) instead of returning at once.")
 ]
@@ -169,6 +139,13 @@ class ToolInput:
     fields: tuple[str, ...]
     patch: bool = False
     clear: tuple[str, ...] = ()
+    #: The tool's parameter that receives the typed command.
+    keyword = "command"
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The arguments it consumes."""
+        return frozenset({*self.fields, "clear"})
 
     def parameters(self) -> list[inspect.Parameter]:
         """The tool parameters of the fields (and ``clear`` for an update), keyword-only."""
@@ -206,7 +183,7 @@ class ToolInput:
             )
         return found
 
-    def command(self, converter: cattrs.Converter, arguments: JSON) -> Any:
+    def value(self, converter: cattrs.Converter, arguments: JSON) -> Any:
         """The typed command of a call's body arguments: None is "not given"; ``clear`` nulls fields."""
         fields = {name: arguments.get(name) for name in self.fields}
         body = changes(fields, arguments.get("clear")) if self.patch else given(**fields)
@@ -214,13 +191,58 @@ class ToolInput:
         return structure_input(converter, body, target, what=self.what)
 
 
+@attrs.frozen
+class ToolQuery:
+    """The list parameters a tool takes: REST's query parameters of the same list, as OpenAPI has them.
+
+    The arguments given are parsed by the query class as REST parses a query string, so both refuse a
+    bad value alike; the tool gets the typed query.
+    """
+
+    params: tuple[Mapping[str, Any], ...]
+    parse: Callable[[Mapping[str, str]], Any]
+    #: The tool's parameter that receives the typed query.
+    keyword = "query"
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The arguments it consumes."""
+        return frozenset(param["name"] for param in self.params)
+
+    def parameters(self) -> list[inspect.Parameter]:
+        """One optional parameter per query parameter, with its OpenAPI schema, default and description."""
+        return [
+            inspect.Parameter(
+                param["name"],
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=Annotated[
+                    Any, WithJsonSchema({**param["schema"], "description": param["description"]})
+                ],
+                default=param["schema"].get("default"),  # REST's default, said where a client sees it
+            )
+            for param in self.params
+        ]
+
+    def value(self, converter: cattrs.Converter, arguments: JSON) -> Any:
+        """The typed query of a call's list arguments (None is "not given")."""
+        return self.parse(query_params(**{name: arguments.get(name) for name in self.names}))
+
+
 def takes(
     cls: type, what: str, fields: tuple[str, ...], *, patch: bool = False, clear: tuple[str, ...] = ()
 ) -> Callable[[F], F]:
     """Mark a tool that takes a body of ``cls``: it is given the typed command as ``command``."""
+    return _marked(ToolInput(cls, what, fields, patch, clear))
 
+
+def lists(params: Iterable[Mapping[str, Any]], parse: Callable[[Mapping[str, str]], Any]) -> Callable[[F], F]:
+    """Mark a tool that takes REST's list parameters ``params``: it is given ``parse(...)`` as ``query``."""
+    return _marked(ToolQuery(tuple(params), parse))
+
+
+def _marked(arguments: ToolInput | ToolQuery) -> Callable[[F], F]:
     def mark(tool: F) -> F:
-        tool.tool_input = ToolInput(cls, what, fields, patch, clear)  # type: ignore[attr-defined]
+        tool.tool_arguments = arguments  # type: ignore[attr-defined]
         return tool
 
     return mark
@@ -240,23 +262,24 @@ class ScenarioKitTools:
         self._services = services
 
     def tool(self, name: str) -> Callable[..., Awaitable[Answer]]:
-        """Tool ``name`` as the SDK is given it: a body's fields are parameters of their own.
+        """Tool ``name`` as the SDK is given it: a body's fields and a list's parameters are its own.
 
-        For a tool marked with :func:`takes`, the SDK sees the tool's own parameters and the input
-        fields (:meth:`ToolInput.parameters`); a call's field arguments become one typed ``command``.
+        For a tool marked with :func:`takes` or :func:`lists`, the SDK sees the tool's own parameters
+        and those the mark declares; a call's arguments for them become one typed value (``command``
+        or ``query``).
         """
         method = getattr(self, name)
-        spec: ToolInput | None = getattr(method, "tool_input", None)
+        spec: ToolInput | ToolQuery | None = getattr(method, "tool_arguments", None)
         if spec is None:
             return method
-        own = [p for p in inspect.signature(method, eval_str=True).parameters.values() if p.name != "command"]
-        names = {*spec.fields, "clear"}
+        signature = inspect.signature(method, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != spec.keyword]
 
         @functools.wraps(method)
         async def call(**arguments: Any) -> Answer:
-            rest = {key: value for key, value in arguments.items() if key not in names}
-            command = spec.command(self._services().converter, arguments)
-            answer: Answer = await method(**rest, command=command)
+            rest = {key: value for key, value in arguments.items() if key not in spec.names}
+            value = spec.value(self._services().converter, arguments)
+            answer: Answer = await method(**rest, **{spec.keyword: value})
             return answer
 
         call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
@@ -264,19 +287,10 @@ class ScenarioKitTools:
         )
         return call
 
-    async def list_scenarios(
-        self,
-        page: PageNumber = None,
-        limit: PageSize = None,
-        orderBy: ScenarioOrder = None,
-        orderDir: OrderDir = None,
-        q: NameFilter = None,
-    ) -> Answer:
+    @lists(list_params(ScenarioQuery), ScenarioQuery.from_params)
+    async def list_scenarios(self, query: ScenarioQuery) -> Answer:
         """List scenarios with their steps, latest change first: {items, total, page, limit}."""
         services = self._services()
-        query = ScenarioQuery.from_params(
-            query_params(page=page, limit=limit, orderBy=orderBy, orderDir=orderDir, q=q)
-        )
         found = await services.scenarios.list(query)
         return Answer(shape.page_json(found, lambda item: shape.scenario_json(services.converter, item)))
 
@@ -346,19 +360,10 @@ class ScenarioKitTools:
         await self._services().scenarios.delete_step(parse_id(scenarioId, "scenarioId"), ident)
         return Answer({"id": str(ident), "deleted": True})
 
-    async def list_environments(
-        self,
-        page: PageNumber = None,
-        limit: PageSize = None,
-        orderBy: EnvironmentOrder = None,
-        orderDir: OrderDir = None,
-        q: NameFilter = None,
-    ) -> Answer:
+    @lists(list_params(EnvironmentQuery), EnvironmentQuery.from_params)
+    async def list_environments(self, query: EnvironmentQuery) -> Answer:
         """List environments (data the steps read, e.g. the site's URL): {items, total, page, limit}."""
         services = self._services()
-        query = EnvironmentQuery.from_params(
-            query_params(page=page, limit=limit, orderBy=orderBy, orderDir=orderDir, q=q)
-        )
         found = await services.environments.list(query)
         return Answer(shape.page_json(found, lambda item: shape.environment_json(services.converter, item)))
 
@@ -405,11 +410,9 @@ class ScenarioKitTools:
             return Answer(data, (note,))
         return Answer(data)
 
-    async def get_run(
-        self, runId: RunId, q: LogFilter = None, page: PageNumber = None, limit: LogPageSize = None
-    ) -> Answer:
+    @lists(log_params(), LogQuery.from_params)
+    async def get_run(self, runId: RunId, query: LogQuery) -> Answer:
         """Read a run: status, error, step results, environment, saved session, and a page of its log."""
         services = self._services()
-        logs = LogQuery.from_params(query_params(page=page, limit=limit, q=q))
-        detail = await services.runs.get(parse_id(runId, "runId"), logs)
+        detail = await services.runs.get(parse_id(runId, "runId"), query)
         return Answer(shape.run_detail_json(services.converter, detail))

@@ -12,7 +12,7 @@ import aiohttp
 from mcp_support import Served, call, connect, fail
 
 from scenariokit.formats import inputs
-from scenariokit_server.mcp_tools import ScenarioKitTools, ToolInput
+from scenariokit_server.mcp_tools import ScenarioKitTools, ToolInput, ToolQuery
 
 #: The words that bound a value; a tool must say each exactly as OpenAPI does.
 BOUNDS = ("type", "format", "minLength", "maxLength", "pattern", "maximum", "minimum", "enum", "items")
@@ -25,14 +25,26 @@ COMPONENTS = {
 }
 
 
-def _tool_inputs() -> dict[str, ToolInput]:
-    """Every tool that takes an attrs input, with what it takes (read off the tools themselves)."""
+#: The REST operation whose query parameters a list tool takes.
+LIST_OPERATIONS = {
+    "list_scenarios": "/api/v1/scenarios",
+    "list_environments": "/api/v1/environments",
+    "get_run": "/api/v1/run/{id}",
+}
+
+
+def _marked(kind: type) -> dict[str, Any]:
+    """Every tool whose arguments are declared by a ``kind`` mark (read off the tools themselves)."""
     found = {}
     for name in dir(ScenarioKitTools):
-        spec = getattr(getattr(ScenarioKitTools, name), "tool_input", None)
-        if isinstance(spec, ToolInput):
+        spec = getattr(getattr(ScenarioKitTools, name), "tool_arguments", None)
+        if isinstance(spec, kind):
             found[name] = spec
     return found
+
+
+def _tool_inputs() -> dict[str, ToolInput]:
+    return _marked(ToolInput)
 
 
 def _resolved(node: Any, components: dict[str, Any]) -> Any:
@@ -77,6 +89,21 @@ def test_every_tool_that_takes_a_body_is_compared() -> None:
         "update_environment",
         "run_scenario",
     }
+
+
+async def test_a_list_tool_takes_the_query_parameters_rest_documents(server: Served) -> None:
+    assert set(_marked(ToolQuery)) == set(LIST_OPERATIONS)
+    openapi, tools = await _documents(server)
+    for name, path in LIST_OPERATIONS.items():
+        documented = {p["name"]: p for p in openapi["paths"][path]["get"]["parameters"] if p["in"] == "query"}
+        offered = tools[name]["properties"]
+        assert set(documented) <= set(offered), name
+        for param, spec in documented.items():
+            for word in (*BOUNDS, "default"):
+                assert offered[param].get(word) == spec["schema"].get(word), f"{name}.{param}: {word}"
+            assert offered[param]["description"] == spec["description"], f"{name}.{param}"
+    limit = tools["get_run"]["properties"]["limit"]
+    assert (limit["minimum"], limit["maximum"]) == (1, 1000)
 
 
 async def test_openapi_marks_environment_id_required_on_the_run_input(server: Served) -> None:
