@@ -85,7 +85,9 @@ class JsonDoor:
     through.
     """
 
-    def __init__(self, service: Any, converter: cattrs.Converter, commands: Mapping[str, tuple[Any, str]]):
+    def __init__(
+        self, service: Any, converter: cattrs.Converter, commands: Mapping[str, tuple[Any, str]]
+    ) -> None:
         self._service = service
         self._converter = converter
         self._commands = commands
@@ -122,12 +124,12 @@ class Kit:
         self.services = services
         self.workers = workers
         door = functools.partial(JsonDoor, converter=services.converter)
-        self.scenarios: Any = door(services.scenarios, commands=JSON_COMMANDS["scenarios"])
-        self.environments: Any = door(services.environments, commands=JSON_COMMANDS["environments"])
-        self.credentials: Any = door(services.credentials, commands=JSON_COMMANDS["credentials"])
-        self.snippets: Any = door(services.snippets, commands=JSON_COMMANDS["snippets"])
+        self.scenarios: JsonDoor = door(services.scenarios, commands=JSON_COMMANDS["scenarios"])
+        self.environments: JsonDoor = door(services.environments, commands=JSON_COMMANDS["environments"])
+        self.credentials: JsonDoor = door(services.credentials, commands=JSON_COMMANDS["credentials"])
+        self.snippets: JsonDoor = door(services.snippets, commands=JSON_COMMANDS["snippets"])
         self.sessions = services.sessions
-        self.runs: Any = door(services.runs, commands=JSON_COMMANDS["runs"])
+        self.runs: JsonDoor = door(services.runs, commands=JSON_COMMANDS["runs"])
         self.transfer = services.transfer
         self._scheduler: Scheduler | None = None
 
