@@ -18,7 +18,7 @@ import attrs
 from pydantic import Field, WithJsonSchema
 
 from scenariokit.domain.errors import ValidationError
-from scenariokit.domain.model import DEFAULT_STEP_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, NAME_MAX
+from scenariokit.domain.model import DEFAULT_STEP_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, NAME_MAX, Run
 from scenariokit.formats import presenters as shape
 from scenariokit.formats.queries import MAX_LIMIT, EnvironmentQuery, LogQuery, ScenarioQuery
 from scenariokit.services import Services
@@ -244,8 +244,12 @@ class ScenarioKitTools:
     its parameters the tool's arguments. A domain error it raises is answered by the caller.
     """
 
-    def __init__(self, services: Callable[[], Services]) -> None:
+    def __init__(
+        self, services: Callable[[], Services], trace_link: Callable[[Run], str | None] | None = None
+    ) -> None:
         self._services = services
+        #: where the server's trace viewer opens a run's trace (``traceViewerUrl``, as REST answers it)
+        self._trace_link = trace_link or (lambda run: None)
 
     async def list_scenarios(
         self,
@@ -421,7 +425,9 @@ class ScenarioKitTools:
             detail = await services.runs.wait(run.id, waitSeconds, poll_seconds=WAIT_POLL_SECONDS)
         else:
             detail = await services.runs.get(run.id)
-        data = shape.run_detail_json(services.converter, detail)
+        data = shape.run_detail_json(
+            services.converter, detail, trace_viewer_url=self._trace_link(detail.run)
+        )
         if wait and not detail.run.finished:
             note = (
                 f"The run is still in_progress after waiting {waitSeconds:g} s; call get_run with "
@@ -437,4 +443,6 @@ class ScenarioKitTools:
         services = self._services()
         logs = LogQuery.from_params(query_params(page=page, limit=limit, q=q))
         detail = await services.runs.get(parse_id(runId, "runId"), logs)
-        return Answer(shape.run_detail_json(services.converter, detail))
+        return Answer(
+            shape.run_detail_json(services.converter, detail, trace_viewer_url=self._trace_link(detail.run))
+        )
