@@ -133,7 +133,7 @@ class ArtifactLinks:
 
 async def trace_viewer(request: web.Request) -> web.StreamResponse:
     """A file of the trace viewer (``/trace/`` is its ``index.html``)."""
-    folder = request.app[VIEWER_FOLDER]
+    folder = request.app.get(VIEWER_FOLDER)
     if folder is None:
         raise web.HTTPNotFound(
             text="the trace viewer is not in the installed playwright package; open the trace with "
@@ -164,7 +164,8 @@ async def trace_root(request: web.Request) -> web.StreamResponse:
     raise web.HTTPPermanentRedirect(f"{TRACE_PREFIX}/")
 
 
-VIEWER_FOLDER = web.AppKey("trace_viewer_folder", Path | None)  # type: ignore[arg-type]
+#: the viewer's folder; absent when the installed playwright package has none
+VIEWER_FOLDER = web.AppKey("trace_viewer_folder", Path)
 LINKS = web.AppKey("artifact_links", ArtifactLinks)
 
 
@@ -176,7 +177,8 @@ def artifact_links(app: web.Application) -> ArtifactLinks:
 def setup_trace_viewer(app: web.Application, tokens: tuple[str, ...]) -> None:
     """Serve the viewer at ``/trace/`` and keep the app's artifact links."""
     folder = viewer_folder()
-    app[VIEWER_FOLDER] = folder.resolve() if folder is not None else None
+    if folder is not None:
+        app[VIEWER_FOLDER] = folder.resolve()
     app[LINKS] = ArtifactLinks.for_tokens(tokens)
     app.router.add_route("GET", TRACE_PREFIX, trace_root)
     app.router.add_route("GET", f"{TRACE_PREFIX}/{{name:.*}}", trace_viewer)

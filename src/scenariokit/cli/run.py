@@ -61,6 +61,7 @@ examples:
   scenariokit run checks/*.scenario.yaml --env staging           # by name, from '# environments'
   scenariokit run checkout.scenario.yaml --env local.env.yaml    # an environment file
   scenariokit run checks/*.yaml --workers 4 --junit-xml report.xml --artifacts run-files/
+  scenariokit run checks/*.yaml --html report/                   # then open report/index.html
   scenariokit run checkout.scenario.yaml login.snippet.yaml      # with the snippets of a snippet export
 
 exit status: 0 every scenario passed, 1 a scenario failed, 2 usage or input error.
@@ -92,6 +93,11 @@ def add_run_command(commands: Any) -> None:
     )
     parser.add_argument("--junit-xml", metavar="PATH", help="also write a JUnit XML report to PATH")
     parser.add_argument(
+        "--html",
+        metavar="DIR",
+        help="also write an HTML report to DIR: index.html and a page per scenario, opening from disk",
+    )
+    parser.add_argument(
         "--artifacts",
         metavar="DIR",
         help="where screenshots and traces go, a folder per run (default ./artifacts)",
@@ -120,6 +126,11 @@ def cmd_run(args: argparse.Namespace, *, console: Console | None = None) -> int:
     if args.junit_xml:
         path = write_junit_xml(args.junit_xml, outcomes)
         console.print(f"JUnit XML: {escape(str(path))}", soft_wrap=True)
+    if args.html:
+        from scenariokit.local.html_report import write_html_report
+
+        index = write_html_report(args.html, outcomes)
+        console.print(f"HTML report: {escape(str(index))}", soft_wrap=True)
     return EXIT_PASSED if all(outcome.passed for outcome in outcomes) else EXIT_FAILED
 
 

@@ -147,8 +147,7 @@ class LocalRunner:
             if entry.environment_id in loaded.absent_environment_ids:
                 raise ScenarioFileError(
                     f"{path}: scenario {entry.name!r} runs against environment {entry.environment_id}, "
-                    "which the file does not hold: choose one by name or give an environment file "
-                    + _CHOOSE
+                    "which the file does not hold: choose one by name or give an environment file " + _CHOOSE
                 )
             if entry.environment_id is not None:
                 return entry.environment_id
@@ -211,6 +210,7 @@ class LocalRunner:
             artifacts_dir=self.kit.runs.artifacts_dir(run.id),
             line=entry.line,
             log=log,
+            environment=detail.environment.name if detail.environment else None,
         )
 
     async def _follow(self, run: Run, limit: float, on_progress: ProgressCallback | None) -> Run:
