@@ -147,7 +147,8 @@ class LocalRunner:
             if entry.environment_id in loaded.absent_environment_ids:
                 raise ScenarioFileError(
                     f"{path}: scenario {entry.name!r} runs against environment {entry.environment_id}, "
-                    "which the file does not hold: choose one by name or give an environment file " + _CHOOSE
+                    "which the file does not hold: choose one by name or give an environment file "
+                    + _CHOOSE
                 )
             if entry.environment_id is not None:
                 return entry.environment_id
