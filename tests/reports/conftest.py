@@ -70,8 +70,12 @@ ServerFactory = Callable[..., AbstractContextManager[str]]
 
 
 @pytest.fixture
-def server(tmp_path: Path, launch_options: dict[str, Any]) -> ServerFactory:
-    """Start the real app (``server(api_tokens=(TOKEN,))`` with tokens); a context manager of its URL."""
+def server(tmp_path: Path) -> ServerFactory:
+    """Start the real app (``server(api_tokens=(TOKEN,))`` with tokens); a context manager of its URL.
+
+    Its scheduler runs runs in Chromium: a test that makes one asks for ``launch_options`` too, which
+    skips it where there is no Chromium.
+    """
 
     def start(**overrides: Any) -> AbstractContextManager[str]:
         settings = Settings(

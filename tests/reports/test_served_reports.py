@@ -51,7 +51,10 @@ async def test_the_run_page_of_a_failed_run_shows_step_error_screenshot_and_a_lo
     with server() as base:
         api = Api(http, base)
         run = await api.failed_run(site)
-        assert run["status"] == "fail" and [a["name"] for a in run["artifacts"]] == ["step-2.png", "trace.zip"]
+        assert run["status"] == "fail" and [a["name"] for a in run["artifacts"]] == [
+            "step-2.png",
+            "trace.zip",
+        ]
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(**launch_options)
             try:
