@@ -12,8 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 import pytest
-from conftest import API, TOKEN, Api, ServerFactory
-from test_served_reports import Watch
+from report_support import API, TOKEN, Api, ServerFactory, Watch
 
 from scenariokit_server.trace import ArtifactLinks
 

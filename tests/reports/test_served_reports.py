@@ -9,34 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
-from conftest import API, Api, ServerFactory
+from report_support import API, Api, ServerFactory, Watch
 
 pytestmark = pytest.mark.browser
-
-
-class Watch:
-    """Every request a browser context makes (service workers' too); any not to 127.0.0.1 is aborted."""
-
-    def __init__(self) -> None:
-        self.urls: list[str] = []
-        self.outside: list[str] = []
-
-    async def attach(self, context: Any) -> None:
-        async def route(route: Any) -> None:
-            url = route.request.url
-            self.urls.append(url)
-            host = urlsplit(url).hostname
-            if url.startswith(("data:", "blob:")) or host == "127.0.0.1":
-                await route.continue_()
-            else:
-                self.outside.append(url)
-                await route.abort()
-
-        await context.route("**/*", route)
 
 
 async def test_the_run_page_of_a_failed_run_shows_step_error_screenshot_and_a_log_filter(
