@@ -207,9 +207,18 @@ def _write_html_report(config: pytest.Config) -> None:
     path = write_html_report(
         config.invocation_params.dir / folder, outcomes, title="scenariokit (pytest)", index_name=index
     )
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and not worker:
-        reporter.write_line(f"scenariokit HTML report: {path}")
+    config.stash[HTML_INDEX] = path
+
+
+#: The index page ``--scenariokit-html`` wrote, for the terminal summary.
+HTML_INDEX = pytest.StashKey[Path]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Say where the HTML report is, last, where a person looks."""
+    index = config.stash.get(HTML_INDEX, None)
+    if index is not None:
+        terminalreporter.write_line(f"scenariokit HTML report: {index}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
