@@ -35,9 +35,7 @@ def test_a_failure_names_its_screenshot_and_trace_and_the_html_report_is_written
     trace = next(line for line in result.stdout.lines if line.startswith("trace: ")).split()[1]
     assert Path(trace).is_file()
     cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
-    properties = {
-        prop.get("name"): prop.get("value") for prop in cases["says goodbye"].iter("property")
-    }
+    properties = {prop.get("name"): prop.get("value") for prop in cases["says goodbye"].iter("property")}
     assert properties["trace"] == trace and properties["screenshot"].endswith("step-2.png")
 
     report = scenario_files.path / "report"
