@@ -29,7 +29,7 @@ def test_the_local_report_example_writes_the_documented_folder(tmp_path: Path, e
     (tmp_path / "checks").mkdir()
     (tmp_path / "checks" / "home.scenario.yaml").write_text(home.replace("https://example.com", example_site))
     (tmp_path / "local.env.yaml").write_text(local.replace("http://127.0.0.1:8000/", example_site))
-    (line,) = [cmd for cmd in code_blocks(REPORTS_MD, after="## Reports of local runs", lang="sh")[0].splitlines()]
+    (line,) = code_blocks(REPORTS_MD, after="## Reports of local runs", lang="sh")[0].splitlines()
 
     done = subprocess.run(
         ["bash", "-c", line], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=180
