@@ -114,10 +114,11 @@ class ArtifactLinks:
 
     def allows(self, request: web.Request, *, now: float | None = None) -> bool:
         """Whether ``request`` is a GET of the one artifact its unexpired signature names."""
-        if self.key is None or request.method != "GET" or set(request.query) != _SIGNED_PARAMS:
+        query = request.query
+        if self.key is None or request.method != "GET" or len(query) != 2 or set(query) != _SIGNED_PARAMS:
             return False
         match = _ARTIFACT_PATH.match(request.path)
-        raw_expires, given = request.query["expires"], request.query["sig"]
+        raw_expires, given = query["expires"], query["sig"]
         if match is None or not raw_expires.isdigit() or len(raw_expires) > 12:
             return False
         try:

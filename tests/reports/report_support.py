@@ -19,9 +19,14 @@ API = "/api/v1"
 TOKEN = "report-test-token-0123456789"
 SITE_PAGE = "<!doctype html><title>Staging</title><h1>Staging</h1>"
 
-#: Step 1 passes and logs; step 2 fails on the title: a failed run with a screenshot and a trace.
+#: Step 1 passes and logs (more than a log page of 100 lines); step 2 fails on the title: a failed run
+#: with a screenshot and a trace.
 FAILING_STEPS = [
-    {"title": "Open the page", "execCode": 'await page.goto(helpers.getEnvUrl())\nlog("opened the page")'},
+    {
+        "title": "Open the page",
+        "execCode": 'await page.goto(helpers.getEnvUrl())\nlog("opened the page")\n'
+        'for i in range(120):\n    log(f"filler line {i}")',
+    },
     {
         "title": "Check the title",
         "execCode": 'log("checking the title")\nawait expect(page).to_have_title("Shop", timeout=500)',
