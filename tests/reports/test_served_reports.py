@@ -77,7 +77,8 @@ async def test_the_run_page_of_a_failed_run_shows_step_error_screenshot_and_a_lo
                 await page.wait_for_url("**q=filler+line+11*")
                 found = await page.locator("#log li").all_inner_texts()
                 assert [text.split(None, 1)[1] for text in found] == [
-                    "filler line 11", *(f"filler line {n}" for n in range(110, 120))
+                    "filler line 11",
+                    *(f"filler line {n}" for n in range(110, 120)),
                 ]
                 await page.screenshot(path=tmp_path / "run-page.png", full_page=True)
 
