@@ -13,8 +13,6 @@ from scenariokit.cli import main
 from scenariokit.domain.errors import BrowserUnavailable
 from scenariokit.runner.browser import discover_browser
 
-pytestmark = pytest.mark.browser
-
 
 def _launch_options() -> dict[str, Any]:
     try:
@@ -23,6 +21,7 @@ def _launch_options() -> dict[str, Any]:
         pytest.skip(f"no Chromium: {exc}")
 
 
+@pytest.mark.browser
 async def test_html_writes_an_index_and_a_page_per_scenario_that_open_from_disk(
     files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -74,3 +73,16 @@ async def test_html_writes_an_index_and_a_page_per_scenario_that_open_from_disk(
         finally:
             await browser.close()
     assert requested and all(url.startswith("file://") for url in requested), requested
+
+
+def test_html_naming_a_file_is_a_usage_error_before_anything_runs(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    taken = files / "taken.html"
+    taken.write_text("not a folder")
+
+    status = main(["run", str(files / "passing.scenario.yaml"), "--html", str(taken)])
+
+    assert status == 2
+    assert f"--html {taken}: not a folder" in capsys.readouterr().err
+    assert taken.read_text() == "not a folder"

@@ -8,7 +8,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from report_support import Api, ServerFactory
+from report_support import API, Api, ServerFactory
 
 BAD_REQUESTS = [
     ("/report/runs/not-a-uuid", 400, "must be a UUID"),
@@ -105,3 +105,21 @@ async def test_a_scenario_named_like_a_script_is_text_on_every_page(
             finally:
                 await browser.close()
         assert dialogs == []
+
+
+async def test_a_run_in_progress_is_shown_and_read_again_until_it_ends(
+    server: ServerFactory, http: aiohttp.ClientSession
+) -> None:
+    with server(run_scheduler=False) as base:  # nothing executes the run: it stays queued
+        api = Api(http, base)
+        env = await api.call("POST", f"{API}/environments", {"name": "nowhere"}, 201)
+        scenario = await api.call("POST", f"{API}/scenarios", {"name": "queued"}, 201)
+        run = await api.call(
+            "POST", f"{API}/run", {"scenarioId": scenario["id"], "environmentId": env["id"]}, 201
+        )
+        async with http.get(f"{base}/report/runs/{run['id']}") as response:
+            page = await response.text()
+        assert response.status == 200 and 'data-refresh="3"' in page and ">in_progress<" in page
+        assert run["traceViewerUrl"] is None and run["artifacts"] == []
+        async with http.get(f"{base}/report/?status=in_progress") as response:
+            assert f"/report/runs/{run['id']}" in await response.text()

@@ -14,6 +14,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -114,6 +115,8 @@ def cmd_run(args: argparse.Namespace, *, console: Console | None = None) -> int:
         settings = Settings.from_env(
             only=LOCAL_RUN_SETTINGS, workers=args.workers, artifacts_dir=args.artifacts, trace=args.trace
         )
+        if args.html and Path(args.html).exists() and not Path(args.html).is_dir():
+            raise ScenarioFileError(f"--html {args.html}: not a folder")
         files = [read_scenario_file(path) for path in args.files]
         if not any(source.scenarios for source in files):
             raise ScenarioFileError(f"no scenarios in {', '.join(args.files)}")

@@ -47,7 +47,7 @@
           var fresh = new DOMParser().parseFromString(html, "text/html");
           document.title = fresh.title;
           document.body.replaceWith(document.adoptNode(fresh.body));
-          wireLogFilter();
+          wirePage();
           return true;
         });
       });
@@ -71,10 +71,24 @@
     }
   }
 
+  // A run still in progress is read again every few seconds (a served page; with tokens, the
+  // reload goes through the kept token again).
+  function refreshWhileRunning() {
+    var running = document.querySelector("[data-refresh]");
+    if (!running) return;
+    var seconds = Number(running.getAttribute("data-refresh")) || 3;
+    setTimeout(function () { window.location.reload(); }, seconds * 1000);
+  }
+
+  function wirePage() {
+    wireLogFilter();
+    refreshWhileRunning();
+  }
+
   function start() {
     var form = document.getElementById("token-form");
     if (form) askForToken(form);
-    else wireLogFilter();
+    else wirePage();
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
