@@ -66,12 +66,13 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
     Without ``services`` the store named by the settings is opened at startup and closed at cleanup;
     with them, the caller owns their store.
     """
+    links = ArtifactLinks.for_tokens(settings.api_tokens)  # signed artifact links (docs/reports.md)
     app = web.Application(
         # The trust boundary runs before authentication: a request it refuses learns nothing more.
         middlewares=[
             problem_middleware,
             trust_boundary(settings),
-            bearer_auth(settings.api_tokens, ArtifactLinks.for_tokens(settings.api_tokens)),
+            bearer_auth(settings.api_tokens, links),
         ],
         client_max_size=settings.max_body_bytes,
     )
@@ -82,7 +83,7 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
     setup_routes(app)
     setup_openapi(app, settings, version=health.service_version())  # documents the routes added so far
     # The pages people look at: HTML and Playwright's viewer, outside the REST document.
-    setup_trace_viewer(app, settings.api_tokens)
+    setup_trace_viewer(app, links)
     setup_reports(app)
     # After the lifecycles (MCP's session manager stops before the services close) and the REST docs.
     setup_mcp(app)

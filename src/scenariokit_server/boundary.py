@@ -1,8 +1,8 @@
 """The HTTP trust boundary (docs/deployment.md, "The trust boundary"): which requests reach a handler.
 
 The service executes code, so a request it should not have taken is remote code execution. One rule
-serves ``/api/v1`` and ``/mcp`` alike, with or without tokens, before authentication and before any
-handler reads a byte of the body:
+serves ``/api/v1`` and ``/mcp`` alike (and the pages that show runs, ``/report`` and ``/trace``), with
+or without tokens, before authentication and before any handler reads a byte of the body:
 
 - every request names the server in ``Host`` (421 otherwise): DNS rebinding cannot read or write;
 - an unsafe request (POST, PUT, PATCH, DELETE) with an ``Origin`` comes from an allowed CORS origin or

@@ -33,7 +33,7 @@ import attrs
 from aiohttp import web
 
 from scenariokit.domain.model import Run
-from scenariokit.formats.presenters import trace_artifact
+from scenariokit.formats.presenters import artifact_url, trace_artifact
 from scenariokit_server.views import API_PREFIX
 
 TRACE_PREFIX = "/trace"
@@ -71,11 +71,6 @@ def viewer_folder() -> Path | None:
     return None
 
 
-def artifact_path(run_id: uuid.UUID, name: str) -> str:
-    """The REST path of a file a run recorded."""
-    return f"{API_PREFIX}/run/{run_id}/artifacts/{quote(name, safe='')}"
-
-
 @attrs.frozen
 class ArtifactLinks:
     """The links of a run's files: plain without tokens, signed for the trace viewer with them."""
@@ -99,7 +94,7 @@ class ArtifactLinks:
 
     def url(self, run_id: uuid.UUID, name: str, *, now: float | None = None) -> str:
         """A link to one file of a run that opens without a token until it expires (tokens set)."""
-        path = artifact_path(run_id, name)
+        path = artifact_url(run_id, name)
         if self.key is None:
             return path
         expires = int(now if now is not None else time.time()) + self.seconds
@@ -119,7 +114,7 @@ class ArtifactLinks:
             return False
         match = _ARTIFACT_PATH.match(request.path)
         raw_expires, given = query["expires"], query["sig"]
-        if match is None or not raw_expires.isdigit() or len(raw_expires) > 12:
+        if match is None or not (raw_expires.isascii() and raw_expires.isdigit()) or len(raw_expires) > 12:
             return False
         try:
             run_id = str(uuid.UUID(match.group(1)))
@@ -175,12 +170,12 @@ def artifact_links(app: web.Application) -> ArtifactLinks:
     return app[LINKS]
 
 
-def setup_trace_viewer(app: web.Application, tokens: tuple[str, ...]) -> None:
-    """Serve the viewer at ``/trace/`` and keep the app's artifact links."""
+def setup_trace_viewer(app: web.Application, links: ArtifactLinks) -> None:
+    """Serve the viewer at ``/trace/``; ``links`` make the app's artifact links (the middleware's too)."""
     folder = viewer_folder()
     if folder is not None:
         app[VIEWER_FOLDER] = folder.resolve()
-    app[LINKS] = ArtifactLinks.for_tokens(tokens)
+    app[LINKS] = links
     app.router.add_route("GET", TRACE_PREFIX, trace_root)
     app.router.add_route("GET", f"{TRACE_PREFIX}/{{name:.*}}", trace_viewer)
 

@@ -7,6 +7,7 @@ instead), a session's token is masked and its storage state omitted.
 from __future__ import annotations
 
 import mimetypes
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -40,9 +41,9 @@ def artifact_content_type(name: str) -> str:
     return ARTIFACT_TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
-def artifact_url(run: Run, name: str) -> str:
-    """The REST path of a file ``run`` recorded."""
-    return f"{API_PATH}/run/{run.id}/artifacts/{quote(name, safe='')}"
+def artifact_url(run_id: uuid.UUID, name: str) -> str:
+    """The REST path of a file run ``run_id`` recorded."""
+    return f"{API_PATH}/run/{run_id}/artifacts/{quote(name, safe='')}"
 
 
 def trace_artifact(run: Run) -> str | None:
@@ -53,7 +54,7 @@ def trace_artifact(run: Run) -> str | None:
 def artifacts_json(run: Run) -> list[JSON]:
     """The files a run recorded: ``[{name, url, contentType}]``, in the order they were recorded."""
     return [
-        {"name": name, "url": artifact_url(run, name), "contentType": artifact_content_type(name)}
+        {"name": name, "url": artifact_url(run.id, name), "contentType": artifact_content_type(name)}
         for name in run.artifacts
     ]
 

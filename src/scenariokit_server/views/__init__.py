@@ -19,8 +19,9 @@ from multidict import MultiMapping
 from scenariokit.domain.errors import InvalidQuery, ValidationError
 from scenariokit.domain.json_values import decode_json
 from scenariokit.formats.convert import UNSTORABLE, UNSTORABLE_MESSAGE, unstorable_path
+from scenariokit.formats.presenters import API_PATH
 
-API_PREFIX = "/api/v1"
+API_PREFIX = API_PATH  # one place: the presenters write artifact URLs under it
 
 
 def path_id(request: web.Request, name: str = "id") -> uuid.UUID:
