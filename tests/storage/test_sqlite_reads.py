@@ -12,8 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-from tests.json_services import json_services
-
+from json_services import json_services
 from scenariokit.formats.queries import EnvironmentQuery
 from scenariokit.services import Services
 from scenariokit.storage.opening import open_store
