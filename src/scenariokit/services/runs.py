@@ -7,10 +7,9 @@ import builtins
 import logging
 import re
 import uuid
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -46,13 +45,8 @@ class RunService(ServiceBase):
 
     # --- callers' side -------------------------------------------------------------------------
 
-    async def create(self, data: RunInput | Mapping[str, Any]) -> Run:
+    async def create(self, command: RunInput) -> Run:
         """Queue a run of a scenario against an environment; it starts ``in_progress``."""
-        if isinstance(data, Mapping) and "scenario" in data:
-            data = _scenario_given_as_reference(data)
-        command = self.ctx.structure(data, RunInput, what="run")
-        if command.environment_id is None:
-            raise ValidationError("environmentId is required", {"environmentId": "is required"})
         async with self.ctx.uow() as uow:
             scenario = await uow.scenarios.get(command.scenario_id)
             if scenario is None:
@@ -434,21 +428,6 @@ class RunService(ServiceBase):
         """Fire ``run_finished`` once the outcome is committed (call it after the unit of work)."""
         if scenario is not None:
             self.ctx.hooks.run_finished(run=run, scenario=scenario)
-
-
-def _scenario_given_as_reference(data: Mapping[str, Any]) -> dict[str, Any]:
-    """``scenario`` as an id, or as the ``{"id", "name"}`` object a run answers, made ``scenarioId``."""
-    body = {key: value for key, value in data.items() if key != "scenario"}
-    scenario = data["scenario"]
-    if isinstance(scenario, Mapping):
-        unknown = sorted(set(scenario) - {"id", "name"})
-        if "id" not in scenario or unknown:
-            errors = {f"scenario.{key}": "unknown field" for key in unknown} or {"scenario.id": "is required"}
-            raise ValidationError("invalid run", errors)
-        scenario = scenario["id"]
-    if "scenarioId" in data and data["scenarioId"] != scenario:
-        raise ValidationError("invalid run", {"scenario": "names another scenario than scenarioId; give one"})
-    return {**body, "scenarioId": scenario}
 
 
 async def _with_links(uow: UnitOfWork, page: Page[Run]) -> Page[RunDetail]:
