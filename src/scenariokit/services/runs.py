@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 
 from scenariokit.domain.errors import Conflict, NotFound, ScenarioKitError, ValidationError
-from scenariokit.domain.job import CredentialValue, RunFinished, RunJob, SessionSaved, StepJob
+from scenariokit.domain.job import CredentialValue, RunFinished, RunJob, SessionSaved, step_job
 from scenariokit.domain.model import (
     Run,
     RunError,
@@ -26,7 +26,7 @@ from scenariokit.domain.model import (
     Session,
     SessionStatus,
     StepResult,
-    StepStatus,
+    skip_remaining,
     utcnow,
 )
 from scenariokit.formats.inputs import RunInput
@@ -213,16 +213,7 @@ class RunService(ServiceBase):
             run_id=run.id,
             scenario_id=scenario.id,
             scenario_name=scenario.name,
-            steps=tuple(
-                StepJob(
-                    id=s.id,
-                    order=s.order,
-                    title=s.title,
-                    exec_code=s.exec_code,
-                    timeout_seconds=s.effective_timeout,
-                )
-                for s in scenario.steps
-            ),
+            steps=tuple(step_job(step) for step in scenario.steps),
             env_name=environment.name,
             env_data=dict(environment.data),
             credentials=tuple(
@@ -407,17 +398,11 @@ class RunService(ServiceBase):
         """Write ``run`` as failed (steps not yet done ``skipped``) in ``uow``; the caller commits."""
         now = utcnow()
         scenario = await uow.scenarios.get(run.scenario_id)
-        done = {r.step_id for r in run.step_results}
-        skipped = tuple(
-            StepResult(step_id=s.id, order=s.order, title=s.title, status=StepStatus.SKIPPED)
-            for s in (scenario.steps if scenario else ())
-            if s.id not in done
-        )
         finished = attrs.evolve(
             run,
             status=RunStatus.FAIL,
             error=RunError(kind=kind, message=message),
-            step_results=run.step_results + skipped,
+            step_results=skip_remaining(scenario.steps if scenario else (), run.step_results),
             started_at=run.started_at or now,
             finished_at=now,
         )
