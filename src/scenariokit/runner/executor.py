@@ -1,16 +1,16 @@
 """The parent side of execution: a pool of worker processes, each executing exactly one run.
 
-The pool keeps ``size`` workers warm (Python imported, Playwright started, browser launched) and bounds
-concurrency to ``size`` runs. A run takes a warm worker and a new one starts at once, so the next run
-does not wait; after its run a worker exits (or stays while it holds the run's saved session), so
-nothing one run does to its interpreter reaches another. The pool forwards each run's events as they
-arrive, masked here with the run's secrets (the worker's own masking is step code's to undo), with
-whatever the worker writes to its standard output and error added to the run log, and copies the
-files the run recorded from the worker's private directory into the artifacts folder. It enforces the
-time limits itself, so even step code that never yields (``while True: pass``) is stopped: the
-worker's whole process tree is killed and the run fails with kind ``timeout``. A worker that dies
-fails its run: kind ``worker_lost`` when it was killed (SIGKILL), else ``error`` (``os._exit``, a
-segfault).
+The pool keeps ``size`` workers warm (Python imported, Playwright started, browser launched), plus
+:data:`WARM_SPARES`, and bounds concurrency to ``size`` runs. A run takes a warm worker and a new one
+starts at once, so the next run does not wait; after its run a worker exits (or stays while it holds
+the run's saved session), so nothing one run does to its interpreter reaches another. The pool
+forwards each run's events as they arrive, masked here with the run's secrets (the worker's own
+masking is step code's to undo), with whatever the worker writes to its standard output and error
+added to the run log, and copies the files the run recorded from the worker's private directory into
+the artifacts folder. It enforces the time limits itself, so even step code that never yields
+(``while True: pass``) is stopped: the worker's whole process tree is killed and the run fails with kind
+``timeout``. A worker that dies fails its run: kind ``worker_lost`` when it was killed (SIGKILL), else
+``error`` (``os._exit``, a segfault).
 """
 
 from __future__ import annotations
@@ -78,6 +78,9 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 RELEASE_WAIT_SECONDS = 10.0
 #: seconds before a failed replacement worker is started again
 RESPAWN_DELAY_SECONDS = 1.0
+#: warm workers kept beyond ``size``: when runs queue up, the next one finds a worker up more often
+#: (a worker starts in about as long as a short run takes; ``bench/runs.py`` measured this on 2 cores)
+WARM_SPARES = 1
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -150,7 +153,7 @@ class WorkerPool:
         )
         self._idle = asyncio.Queue()
         started = await asyncio.gather(
-            *(self._start_worker() for _ in range(self.size)), return_exceptions=True
+            *(self._start_worker() for _ in range(self.size + WARM_SPARES)), return_exceptions=True
         )
         failures = [result for result in started if isinstance(result, BaseException)]
         if failures:
@@ -183,7 +186,7 @@ class WorkerPool:
 
     @property
     def ready_workers(self) -> int:
-        """How many warm workers wait for a run (fewer than ``size`` while new ones start)."""
+        """How many warm workers wait for a run (``size`` plus the spares once all are up)."""
         return sum(1 for worker in self._workers if worker.ready and not worker.used)
 
     def worker_pids(self) -> list[int]:
