@@ -17,6 +17,7 @@ from scenariokit.runner.sandbox import (
     bubblewrap_argv,
     lease_worker_user,
     resolve_sandbox,
+    seal_node_cache,
     worker_command,
     worker_environment,
 )
@@ -203,3 +204,38 @@ def test_a_sandboxed_worker_of_a_root_service_is_never_started_without_a_user(tm
         worker_command("bubblewrap", tmp_path, SandboxConfig(), None, 3, bwrap="/usr/bin/bwrap")
     command = worker_command("bubblewrap", tmp_path, SandboxConfig(), None, 3, "/usr/bin/bwrap", TEST_UIDS[0])
     assert command.user == TEST_UIDS[0] and command.argv[-1] == str(TEST_UIDS[0])
+
+
+# --- the driver's compile cache ----------------------------------------------------------------------
+
+
+def test_a_sealed_compile_cache_is_read_only_and_given_as_nodes_own_folder(tmp_path: Path) -> None:
+    cache = tmp_path / "node-cache"
+    filled = cache / "v26.0.0-x64-abcd-0"
+    (filled / "sub").mkdir(parents=True)
+    (filled / "sub" / "entry").write_bytes(b"compiled")
+
+    assert seal_node_cache(cache) == filled
+    assert (filled / "sub" / "entry").stat().st_mode & 0o777 == 0o444
+    assert filled.stat().st_mode & 0o777 == 0o555 and cache.stat().st_mode & 0o777 == 0o555
+    sandbox.remove_dir(cache)  # the pool removes it with its folder, read-only or not
+    assert not cache.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert seal_node_cache(empty) is None
+
+
+def test_a_worker_reads_the_compile_cache_where_node_looks_for_its_own_user(tmp_path: Path) -> None:
+    filled = tmp_path / "node-cache" / "v26.0.0-x64-abcd-0"
+    filled.mkdir(parents=True)
+    user = TEST_UIDS[0] if os.geteuid() == 0 else None
+
+    boxed = worker_command("bubblewrap", tmp_path, SandboxConfig(), None, 3, "/usr/bin/bwrap", user, filled)
+    plain = worker_command("off", tmp_path, SandboxConfig(), None, 3, node_cache=filled)
+
+    inner_uid = user if user is not None else os.getuid()
+    joined = " ".join(boxed.argv)
+    assert f"--ro-bind {filled} {sandbox.SANDBOX_NODE_CACHE}/v26.0.0-x64-abcd-{inner_uid}" in joined
+    assert boxed.env[sandbox.NODE_CACHE_ENV] == sandbox.SANDBOX_NODE_CACHE
+    assert plain.env[sandbox.NODE_CACHE_ENV] == str(filled.parent)  # the same user filled it
+    assert sandbox.NODE_CACHE_ENV not in worker_command("off", tmp_path, SandboxConfig(), None, 3).env

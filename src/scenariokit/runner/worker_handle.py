@@ -84,6 +84,8 @@ class WorkerLaunch:
     options: WorkerOptions
     #: the ``bwrap`` executable found when the pool started (under bubblewrap)
     bwrap: str | None = None
+    #: the Playwright driver's compile cache the pool filled, once it is (read-only for workers)
+    node_cache: Path | None = None
 
 
 class WorkerHandle:
@@ -150,6 +152,7 @@ class WorkerHandle:
                 child_end.fileno(),
                 launch.bwrap,
                 uid,
+                launch.node_cache,
             )
             self.inner_dir = command.inner_dir
             # Started from the loop's thread: bubblewrap's --die-with-parent follows the starting thread.
