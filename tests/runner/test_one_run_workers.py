@@ -8,15 +8,18 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
-from conftest import JobFactory, Runner
-from scenariokit.domain.job import CredentialValue, LogEvent
+from scenariokit.domain.job import CredentialValue, LogEvent, RunEvent, RunFinished, RunJob
 from scenariokit.runner.executor import WorkerPool
 from scenariokit.runner.processes import process_tree
 from scenariokit.runner.sandbox import WORKER_UIDS
+
+JobFactory = Callable[..., RunJob]
+Runner = Callable[..., Awaitable[tuple[RunFinished, list[RunEvent]]]]
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
