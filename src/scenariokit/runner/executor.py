@@ -231,6 +231,15 @@ class WorkerPool:
         return sum(1 for worker in self._workers if worker.ready and not worker.used)
 
     @property
+    def launch(self) -> WorkerLaunch | None:
+        """How this pool starts its workers (sandbox, directories, options); None until it started.
+
+        An authoring session's worker is started the same way (:mod:`.authoring_host`).
+        """
+        launch: WorkerLaunch | None = getattr(self, "_launch", None)
+        return launch if self._idle is not None else None
+
+    @property
     def node_cache(self) -> Path | None:
         """The Playwright driver's compile cache new workers read, once the pool has filled it."""
         launch: WorkerLaunch | None = getattr(self, "_launch", None)
