@@ -156,7 +156,7 @@ async def scenariokit_cpu(url: str, count: int, workers: int, sandbox: str) -> N
 
 async def _until_warm(pool: object) -> None:
     for _ in range(600):
-        if pool.ready_workers >= pool.size and not pool._retiring:  # type: ignore[attr-defined]
+        if pool.ready_workers >= pool.size and not getattr(pool, "_retiring", ()):  # type: ignore[attr-defined]
             return
         await asyncio.sleep(0.05)
 

@@ -363,6 +363,7 @@ def node_cache_filler(
     for sub in ("home", "tmp"):
         (scratch / sub).mkdir(parents=True, exist_ok=True)
     folder.mkdir(mode=0o755, exist_ok=True)
+    folder.chmod(0o755)  # sealed later; a worker's user must be able to pass into it
     env = worker_environment(str(scratch))
     env[NODE_CACHE_ENV] = str(folder)
     argv = [sys.executable, "-I", "-c", NODE_CACHE_FILLER, json.dumps(dict(launch_options or {}))]
