@@ -118,12 +118,19 @@ class CpuSampler:
         return dict(totals)
 
 
+#: CPU seconds per run of the bare script, measured first: the others are printed as ratios to it
+_bare: list[float] = []
+
+
 def report(label: str, count: int, seconds: float, sampler: CpuSampler, parent_label: str) -> None:
+    """One configuration's runs/min, CPU per run (and its ratio to the bare script's), by component."""
     parts = sampler.by_component()
     parts[parent_label] = sampler.parent
-    total = sum(parts.values())
+    per_run = sum(parts.values()) / count
+    ratio = f", {per_run / _bare[0]:.2f}x the bare script's" if _bare else ""
+    _bare.append(per_run)
     print(f"{label}: {count} runs in {seconds:.1f} s ({count / seconds * 60:.0f}/min), "
-          f"{total / count * 1000:.0f} ms CPU per run; load {os.getloadavg()[0]:.2f}")  # fmt: skip
+          f"{per_run * 1000:.0f} ms CPU per run{ratio}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
     for component, cpu in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"    {component:34s} {cpu / count * 1000:7.0f} ms")
 
@@ -156,7 +163,7 @@ async def scenariokit_cpu(url: str, count: int, workers: int, sandbox: str) -> N
 
 async def _until_warm(pool: object) -> None:
     for _ in range(600):
-        if pool.ready_workers >= pool.size and not pool._retiring:  # type: ignore[attr-defined]
+        if pool.ready_workers >= pool.size and not getattr(pool, "_retiring", ()):  # type: ignore[attr-defined]
             return
         await asyncio.sleep(0.05)
 

@@ -16,12 +16,14 @@ the artifacts folder. It enforces the time limits itself, so even step code that
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import os
 import re
 import signal
 import stat
+import tempfile
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -56,6 +58,7 @@ from scenariokit.runner.protocol import (
 )
 from scenariokit.runner.run_watch import RunWatch
 from scenariokit.runner.sandbox import (
+    POOL_DIR_PREFIX,
     SandboxConfig,
     SandboxKind,
     bubblewrap_path,
@@ -86,6 +89,8 @@ NODE_CACHE_SECONDS = 120.0
 #: warm workers kept beyond ``size``: when runs queue up, the next one finds a worker up more often
 #: (a worker starts in about as long as a short run takes; ``bench/runs.py`` measured this on 2 cores)
 WARM_SPARES = 1
+#: the Playwright driver's compile cache this process filled: every pool's workers read the one
+_node_cache: Path | None = None
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -168,13 +173,29 @@ class WorkerPool:
             raise failures[0]
 
     async def _fill_node_cache(self, browser: BrowserConfig) -> None:
-        """Fill the driver's compile cache beside the run directories; workers started later read it.
+        """Give the workers started from now on the driver's compile cache, filling it first if need be.
 
-        Done once per pool, in the background (the first workers start without it); a failure only
-        means workers compile the driver's code themselves, as they did before.
+        One cache serves every pool of this process (filled by the first, in the background: the
+        first workers start without it); a failure only means workers compile the driver's code
+        themselves, as they did before.
         """
-        assert self._pool_dir is not None
-        folder, scratch = self._pool_dir / "node-cache", self._pool_dir / "node-cache-filling"
+        global _node_cache
+        known = _node_cache
+        if known is None or not await asyncio.to_thread(known.is_dir):
+            known = _node_cache = await self._filled_node_cache(browser)
+        if known is not None and not self._closed:
+            self._launch = attrs.evolve(self._launch, node_cache=known)
+
+    @staticmethod
+    async def _filled_node_cache(browser: BrowserConfig) -> Path | None:
+        """A compile cache filled by starting the driver (and the browser) once; None if that failed.
+
+        It lives in a folder of its own named like the pools' (``make_pool_dir`` removes it once this
+        process is gone), made read-only once filled.
+        """
+        prefix = f"{POOL_DIR_PREFIX}{os.getpid()}-node-cache-"
+        folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
+        scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix + "filling-"))
         launch = None if browser.ws_endpoint else browser.launch_options()
         process = None
         try:
@@ -188,10 +209,17 @@ class WorkerPool:
             if process.returncode != 0:
                 raise RuntimeError(err.decode("utf-8", "replace").strip()[-500:])
             filled = await asyncio.to_thread(seal_node_cache, folder)
-            if filled is not None:
-                self._launch = attrs.evolve(self._launch, node_cache=filled)
+            if filled is None:
+                raise RuntimeError("the driver left no cache")
+            atexit.register(remove_dir, folder)  # else the next pool's start removes it
+            return filled
         except Exception as exc:  # workers go without it
             logger.info("no compile cache for the Playwright driver: %s: %s", type(exc).__name__, exc)
+            await asyncio.to_thread(remove_dir, folder)
+            return None
+        except BaseException:
+            await asyncio.to_thread(remove_dir, folder)
+            raise
         finally:
             if process is not None and process.returncode is None:
                 await asyncio.to_thread(kill_process_tree, process.pid)

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Literal, cast
 
@@ -225,6 +225,12 @@ def _existing(paths: Iterable[str | Path]) -> list[Path]:
 
 def needed_paths(browser_executable: str | None) -> list[Path]:
     """What the worker must read: the interpreter, the import path, the browser's folder."""
+    return list(_needed_paths(browser_executable, tuple(sys.path), os.getcwd()))
+
+
+@lru_cache(maxsize=16)
+def _needed_paths(browser_executable: str | None, path: tuple[str, ...], cwd: str) -> tuple[Path, ...]:
+    """:func:`needed_paths` for an import path and working directory (resolved once: every worker asks)."""
     import scenariokit
 
     interpreter: list[str | Path] = [
@@ -235,7 +241,7 @@ def needed_paths(browser_executable: str | None) -> list[Path]:
     ]
     package = Path(scenariokit.__file__).resolve().parent.parent
     browser = [Path(browser_executable).resolve().parent] if browser_executable else []
-    return _existing([*interpreter, Path(sys.executable).resolve().parent, *sys.path, package, *browser])
+    return tuple(_existing([*interpreter, Path(sys.executable).resolve().parent, *path, package, *browser]))
 
 
 def hidden_folders(hidden: Sequence[Path]) -> list[Path]:
@@ -363,6 +369,7 @@ def node_cache_filler(
     for sub in ("home", "tmp"):
         (scratch / sub).mkdir(parents=True, exist_ok=True)
     folder.mkdir(mode=0o755, exist_ok=True)
+    folder.chmod(0o755)  # sealed later; a worker's user must be able to pass into it
     env = worker_environment(str(scratch))
     env[NODE_CACHE_ENV] = str(folder)
     argv = [sys.executable, "-I", "-c", NODE_CACHE_FILLER, json.dumps(dict(launch_options or {}))]

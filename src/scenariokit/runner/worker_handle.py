@@ -287,7 +287,7 @@ class WorkerHandle:
         self.gone = True
         with self._killed:
             process = self._process
-            if process is not None:
+            if process is not None and not (self._bubblewrap and _end_sandbox(process)):
                 kill_process_tree(process.pid)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=5.0)
@@ -295,3 +295,20 @@ class WorkerHandle:
                 remove_dir(self.run_dir)
             if self.user is not None:  # its processes are dead and its files gone: the id is free
                 self.user.release()
+
+
+def _end_sandbox(process: subprocess.Popen[bytes]) -> bool:
+    """Kill a bubblewrap worker by its launcher; True once that is done (False: scan for its processes).
+
+    Everything the worker started lives in bubblewrap's PID namespace, whose first process dies with
+    the launcher (``--die-with-parent``); when it dies the kernel kills every process in the namespace
+    and in any namespace nested in it (Chromium's own sandbox makes some). So the launcher's death is
+    the whole tree's, without reading the machine's process table for it.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    try:
+        process.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
