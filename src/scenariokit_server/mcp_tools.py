@@ -441,7 +441,7 @@ class ScenarioKitTools:
         ("environmentId", "scenarioId", "upToStep", "sessionId", "credentials"),
     )
     async def authoring_start(self, command: AuthoringStartInput) -> Answer:
-        """Open a live browser (sandboxed like a run) on an environment, to explore a site and keep what works.
+        """Open a live browser (sandboxed like a run) on an environment: explore a site, keep what works.
 
         Optionally start from a saved session, and replay the first `upToStep` steps of `scenarioId` (to
         heal a scenario failing at step N: upToStep=N-1, read the failing run with get_run first).

@@ -286,7 +286,7 @@ AuthoringLog = Schema.from_dict(
      "message": fields.String(required=True)},
     name="AuthoringLogSchema",
 )  # fmt: skip
-_PAGE_FIELDS = {
+_PAGE_FIELDS: dict[str, fields.Field] = {
     "url": fields.String(required=True, allow_none=True, metadata={"description": "the page's URL"}),
     "title": fields.String(required=True, allow_none=True),
     "snapshot": fields.String(
@@ -302,7 +302,9 @@ _PAGE_FIELDS = {
         metadata={"description": "a PNG of the page, base64; only when asked for (`screenshot`)"},
     ),
     "logs": fields.List(
-        fields.Nested(AuthoringLog), required=True, metadata={"description": "log lines since the last answer"}
+        fields.Nested(AuthoringLog),
+        required=True,
+        metadata={"description": "log lines since the last answer"},
     ),
 }
 AuthoringStart = Schema.from_dict(

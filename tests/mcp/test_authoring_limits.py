@@ -64,7 +64,10 @@ async def test_rest_limits_cap_idle_timeouts_crashes_and_masking(capped: Served,
     async with aiohttp.ClientSession() as http:
         rest = Rest(http, capped.url)
         status, env = await rest("POST", "/environments", {"name": "shop", "data": {"url": site.url}})
-        start = {"environmentId": env["id"], "credentials": [{"credentialId": credential_id, "alias": "shop"}]}
+        start = {
+            "environmentId": env["id"],
+            "credentials": [{"credentialId": credential_id, "alias": "shop"}],
+        }
         status, started = await rest("POST", "/authoring", start)
         assert status == 201, started
         session = f"/authoring/{started['authoringId']}"
@@ -73,7 +76,9 @@ async def test_rest_limits_cap_idle_timeouts_crashes_and_masking(capped: Served,
 
         # an exec over its limit is stopped; the session goes on
         status, slow = await rest(
-            "POST", f"{session}/exec", {"code": "import asyncio\nawait asyncio.sleep(10)", "timeoutSeconds": 0.5}
+            "POST",
+            f"{session}/exec",
+            {"code": "import asyncio\nawait asyncio.sleep(10)", "timeoutSeconds": 0.5},
         )
         assert status == 200 and (slow["ok"], slow["live"]) == (False, True)
         assert slow["error"] == {"kind": "timeout", "message": "exec 1 exceeded its time limit of 0.5 s"}
@@ -86,7 +91,7 @@ async def test_rest_limits_cap_idle_timeouts_crashes_and_masking(capped: Served,
         for form in forms(PASSWORD):
             assert form not in text, form
         assert leaked["error"]["message"] == "ValueError: bad *** (line 7)"
-        assert leaked["title"] == "***" and "heading \"***\"" in leaked["snapshot"]
+        assert leaked["title"] == "***" and 'heading "***"' in leaked["snapshot"]
         assert {"plain ***", 'json "***"', "b64 ***"} <= {line["message"] for line in leaked["logs"]}
         status, look = await rest("GET", f"{session}?screenshot=true")
         assert status == 200 and look["title"] == "***" and look["screenshot"]
@@ -127,7 +132,10 @@ async def test_mcp_limits_cap_timeouts_crashes_and_masking(capped: Served, site:
     credential_id = await shop_credential(capped.services)
     async with connect(capped.mcp_url) as mcp:
         env = await call(mcp, "create_environment", name="shop", data={"url": site.url})
-        start = {"environmentId": env["id"], "credentials": [{"credentialId": credential_id, "alias": "shop"}]}
+        start = {
+            "environmentId": env["id"],
+            "credentials": [{"credentialId": credential_id, "alias": "shop"}],
+        }
         session = (await call(mcp, "authoring_start", **start))["authoringId"]
         refused = await fail(mcp, "authoring_start", **start)
         assert refused.structured_content["status"] == 409
@@ -171,7 +179,13 @@ async def test_bad_input_is_refused_naming_the_field(server: Served) -> None:
             ("POST", "/authoring/nope/exec", {"code": "pass"}, 400, "id"),
             ("POST", f"/authoring/{missing}/exec", {"code": "x" * (MAX_EXEC_CODE_CHARS + 1)}, 400, "code"),
             ("POST", f"/authoring/{missing}/exec", {"code": "await ("}, 400, "code"),
-            ("POST", f"/authoring/{missing}/exec", {"code": "pass", "timeoutSeconds": 0}, 400, "timeoutSeconds"),
+            (
+                "POST",
+                f"/authoring/{missing}/exec",
+                {"code": "pass", "timeoutSeconds": 0},
+                400,
+                "timeoutSeconds",
+            ),
             ("POST", f"/authoring/{missing}/save", {"name": ""}, 400, "name"),
             ("POST", f"/authoring/{missing}/save", {"keep": "1"}, 400, "keep"),
         ]

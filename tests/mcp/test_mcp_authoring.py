@@ -65,10 +65,10 @@ async def test_an_agent_session_is_saved_as_a_scenario_of_the_code_that_ran_and_
         )
         assert not result.is_error, text_of(result)
         checked = result.structured_content
+        arguments = {"authoringId": session, "code": EXPECT, "screenshot": True}
         transcript.calls.append(
-            {"tool": "authoring_exec", "arguments": {"authoringId": session, "code": EXPECT, "screenshot": True},
-             "structuredContent": checked}
-        )  # fmt: skip
+            {"tool": "authoring_exec", "arguments": arguments, "structuredContent": checked}
+        )
         assert checked["ok"] and [line["message"] for line in checked["logs"]] == ["signed in"]
         images = [block for block in result.content if isinstance(block, ImageContent)]
         assert len(images) == 1 and base64.b64decode(images[0].data).startswith(b"\x89PNG")
@@ -143,4 +143,3 @@ async def test_a_scenario_failing_at_a_renamed_button_is_healed_and_then_passes(
             mcp, "run_scenario", scenarioId=scenario["id"], environmentId=environment["id"], wait=True
         )
         assert again["status"] == "pass", again["error"]
-

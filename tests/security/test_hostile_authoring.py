@@ -14,7 +14,16 @@ from typing import Any
 
 import pytest
 from security_support import SECRET, UNLINKED_SECRET, Hostile
-from test_hostile_steps import FORGING, LEAKING, SNOOPING, WRITING, assert_nothing_leaked, blocked
+from test_hostile_steps import (
+    FORGING,
+    LEAKING,
+    SNOOPING,
+    WRITING,
+    assert_nothing_leaked,
+    blocked,
+    exists,
+    remove,
+)
 
 from scenariokit.formats.inputs import AuthoringExecInput, AuthoringStartInput, LinkInput
 from scenariokit.runner.sandbox import WORKER_UIDS
@@ -50,7 +59,9 @@ async def test_hostile_execs_see_nothing_of_the_service_and_leak_nothing(
     texts: list[str] = []
     outcomes = []
     for code in [*SNOOPING, *FORGING, *WRITING, *LEAKING]:
-        outcome = await authoring.exec(started.authoring_id, AuthoringExecInput(code=code, timeout_seconds=30))
+        outcome = await authoring.exec(
+            started.authoring_id, AuthoringExecInput(code=code, timeout_seconds=30)
+        )
         outcomes.append(outcome)
         assert outcome.live, outcome.error
         messages += [line.message for line in outcome.logs]
@@ -70,7 +81,7 @@ async def test_hostile_execs_see_nothing_of_the_service_and_leak_nothing(
     assert not [name for name in names if name.startswith("SCENARIOKIT_")], names
     assert found["write own dir"] == "written"
     assert found["forged report"] >= 1, "the exec found its pipe to the parent"
-    assert not Path(f"/tmp/scenariokit-pwned-{hostile.mark}").exists(), "the parent ran a forged pickle"
+    assert not exists(Path(f"/tmp/scenariokit-pwned-{hostile.mark}")), "the parent ran a forged pickle"
     assert "a report may not hold os.system" in caplog.text
     assert_nothing_leaked(text, SECRET, UNLINKED_SECRET, "service-token-that-must-not-leak")
     for line in ("plain ***", "stdout ***", "stderr ***", "fd1 ***", "fd2 ***", "quote_plus ***"):
@@ -80,7 +91,7 @@ async def test_hostile_execs_see_nothing_of_the_service_and_leak_nothing(
         assert_nothing_leaked(where, SECRET, UNLINKED_SECRET, hostile.key_text)
     planted = Path(f"/tmp/scenariokit-planted-{hostile.mark}")
     if hostile.mode != "bubblewrap":
-        planted.unlink(missing_ok=True)
+        remove(planted)
         return
     for name in ("database", "key file"):
         assert blocked(found[name]), (name, found[name])
@@ -90,4 +101,4 @@ async def test_hostile_execs_see_nothing_of_the_service_and_leak_nothing(
     if os.geteuid() == 0:
         assert found["user"] in WORKER_UIDS, found["user"]
     assert not list(hostile.folder.glob("planted")) and not list(hostile.artifacts.glob("planted"))
-    assert not planted.exists(), "the worker's /tmp is its own"
+    assert not exists(planted), "the worker's /tmp is its own"

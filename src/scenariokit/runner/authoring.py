@@ -100,8 +100,8 @@ class AuthoringLive:
         """Answer one request; the lock keeps two from interleaving in the page."""
         async with self._lock:
             if self._live is None:
-                error = RunError(kind=RunErrorKind.ERROR, message="the session has no live page")
-                self._send(AuthoringReply(request=command.request, ok=False, error=error, page=None))
+                missing = RunError(kind=RunErrorKind.ERROR, message="the session has no live page")
+                self._send(AuthoringReply(request=command.request, ok=False, error=missing, page=None))
                 return
             error = await self._exec(command) if isinstance(command, AuthoringExec) else None
             page = await self._page_state(command.screenshot)

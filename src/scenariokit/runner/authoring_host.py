@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import logging
 import uuid
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import attrs
@@ -39,7 +40,13 @@ from scenariokit.domain.authoring import (
 )
 from scenariokit.domain.errors import AuthoringEnded, AuthoringUnavailable, Conflict, NotFound
 from scenariokit.domain.job import LogEvent, RunJob, StepJob
-from scenariokit.domain.model import DEFAULT_STEP_TIMEOUT_SECONDS, RunError, RunErrorKind, utcnow
+from scenariokit.domain.model import (
+    DEFAULT_STEP_TIMEOUT_SECONDS,
+    RunError,
+    RunErrorKind,
+    StepResult,
+    utcnow,
+)
 from scenariokit.runner.masking import LogMasker, mask_text
 from scenariokit.runner.protocol import (
     AuthoringExec,
@@ -78,7 +85,9 @@ class _Live:
     record: AuthoringRecord
     job: RunJob
     worker: WorkerHandle | None = None
-    masker: LogMasker = attrs.field(default=attrs.Factory(lambda self: LogMasker(self.job.secrets), takes_self=True))
+    masker: LogMasker = attrs.field(
+        default=attrs.Factory(lambda self: LogMasker(self.job.secrets), takes_self=True)
+    )
     lock: asyncio.Lock = attrs.field(factory=asyncio.Lock)
     pending: dict[int, asyncio.Future[AuthoringReply]] = attrs.field(factory=dict)
     logs: list[LogEvent] = attrs.field(factory=list)
@@ -109,6 +118,8 @@ class AuthoringHost:
         self._requests = itertools.count(1)
         self._idle_check: asyncio.Task[None] | None = None
         self._closed = False
+        #: sessions being ended after their worker went away
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # --- the port the service calls ----------------------------------------------------------------
 
@@ -133,7 +144,9 @@ class AuthoringHost:
             live.worker = worker
             worker.secrets = job.secrets
             try:
-                await worker.start(lambda w, r: self._on_report(live, r), lambda w, s, t: self._on_output(live, s, t))
+                await worker.start(
+                    lambda w, r: self._on_report(live, r), lambda w, s, t: self._on_output(live, s, t)
+                )
             except RuntimeError as exc:
                 raise AuthoringUnavailable(f"the session's worker did not start: {exc}") from None
             limit = sum(step.timeout_seconds for step in job.steps) + START_MARGIN_SECONDS
@@ -181,11 +194,13 @@ class AuthoringHost:
             except _Gone as exc:
                 live.record.execs.append(AuthoredExec(index, code, False, title, timeout_seconds))
                 kind = RunErrorKind.TIMEOUT if exc.args and "time limit" in str(exc) else RunErrorKind.ERROR
-                error = RunError(kind=kind, message=self._mask(live, f"{exc}; the session has ended"))
-                return ExecOutcome(index=index, ok=False, error=error, logs=live.take_logs(), page=None, live=False)
+                ended = RunError(kind=kind, message=self._mask(live, f"{exc}; the session has ended"))
+                return ExecOutcome(
+                    index=index, ok=False, error=ended, logs=live.take_logs(), page=None, live=False
+                )
             ok = reply.ok and reply.error is None
             live.record.execs.append(AuthoredExec(index, code, ok, title, timeout_seconds))
-            error = None
+            error: RunError | None = None
             if reply.error is not None:
                 error = RunError(kind=reply.error.kind, message=self._mask(live, reply.error.message))
             page = self._page(live, reply.page) if reply.page is not None else None
@@ -202,7 +217,9 @@ class AuthoringHost:
                     REPLY_MARGIN_SECONDS, "the snapshot",
                 )  # fmt: skip
             except _Gone:
-                raise AuthoringEnded(authoring_id, self._ended.get(authoring_id, "its worker stopped")) from None
+                raise AuthoringEnded(
+                    authoring_id, self._ended.get(authoring_id, "its worker stopped")
+                ) from None
             page = self._page(live, reply.page) if reply.page is not None else PageState(None, None, None)
             return PageLook(authoring_id=authoring_id, page=page, logs=live.take_logs())
 
@@ -239,7 +256,7 @@ class AuthoringHost:
         raise NotFound("authoring session", authoring_id)
 
     @contextlib.asynccontextmanager
-    async def _using(self, live: _Live):  # type: ignore[no-untyped-def]
+    async def _using(self, live: _Live) -> AsyncIterator[None]:
         """One request at a time per session; a session in use is never idle."""
         live.busy += 1
         try:
@@ -292,7 +309,9 @@ class AuthoringHost:
             for waiter in live.pending.values():
                 if not waiter.done():
                     waiter.set_exception(_Gone(f"the session's worker process {report.describe()}"))
-            asyncio.ensure_future(self._finish(live.record.id, reason))
+            task = asyncio.ensure_future(self._finish(live.record.id, reason))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def _on_output(self, live: _Live, stream: Stream, text: str) -> None:
         level = "info" if stream == "stdout" else "warning"
@@ -317,7 +336,7 @@ class AuthoringHost:
             screenshot=page.screenshot,
         )
 
-    def _masked_result(self, live: _Live, result):  # type: ignore[no-untyped-def]
+    def _masked_result(self, live: _Live, result: StepResult) -> StepResult:
         if result.error is None:
             return result
         return attrs.evolve(result, error=self._mask(live, result.error))

@@ -29,6 +29,7 @@ from playwright.async_api import async_playwright
 
 from scenariokit.domain.job import RunEvent, RunJob, SessionReleased
 from scenariokit.domain.model import RunError, RunErrorKind, utcnow
+from scenariokit.runner.authoring import AuthoringLive
 from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.execution import (
     BROWSER_CALL_TIMEOUT_SECONDS,
@@ -39,7 +40,6 @@ from scenariokit.runner.execution import (
 )
 from scenariokit.runner.plugin_hooks import PluginHooks
 from scenariokit.runner.processes import process_tree
-from scenariokit.runner.authoring import AuthoringLive
 from scenariokit.runner.protocol import (
     AuthoringExec,
     AuthoringLook,
@@ -204,7 +204,9 @@ class Worker:
             self._spawn(self._release(command.run_id, "released"))
         elif isinstance(command, StartAuthoring):
             if self._took_run:  # an authoring session is this process's one job, as a run would be
-                logger.warning("a worker holds one run or session only; session %s ignored", command.job.run_id)
+                logger.warning(
+                    "a worker holds one run or session only; session %s ignored", command.job.run_id
+                )
                 return
             self._took_run = True
             self._authoring = AuthoringLive(

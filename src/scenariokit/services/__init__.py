@@ -64,7 +64,7 @@ class Services:
         self.context.control = control
 
     def set_authoring(self, authoring: AuthoringControl | None) -> None:
-        """Hold authoring sessions with ``authoring`` (the scheduler's host); None: this process holds none."""
+        """Hold authoring sessions with ``authoring`` (the scheduler's host); None: none are held here."""
         self.context.authoring = authoring if authoring is not None else NoAuthoring()
 
 

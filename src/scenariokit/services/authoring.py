@@ -108,7 +108,9 @@ class AuthoringService(ServiceBase):
                 if link.credential_id not in known:
                     errors[f"credentials[{i}].credentialId"] = f"no credential with id {link.credential_id}"
                 elif aliases.get(link.alias, link.credential_id) != link.credential_id:
-                    errors[f"credentials[{i}].alias"] = f"alias {link.alias!r} is already linked to another credential"
+                    errors[f"credentials[{i}].alias"] = (
+                        f"alias {link.alias!r} is already linked to another credential"
+                    )
                 elif link.alias not in aliases:
                     aliases[link.alias] = link.credential_id
                     links.append(CredentialLink(credential_id=link.credential_id, alias=link.alias))
@@ -157,10 +159,13 @@ class AuthoringService(ServiceBase):
         return await self._save_into(record, command.scenario_id, authored)
 
     async def _save_new(self, record: AuthoringRecord, name: str, authored: Sequence[Step]) -> Scenario:
-        copies = [Step(exec_code=s.exec_code, title=s.title, timeout_seconds=s.timeout_seconds) for s in record.replayed]
+        copies = [
+            Step(exec_code=s.exec_code, title=s.title, timeout_seconds=s.timeout_seconds)
+            for s in record.replayed
+        ]
         async with self.ctx.uow() as uow:
-            environment_id = record.environment_id
-            if await uow.environments.get(environment_id) is None:
+            environment_id: uuid.UUID | None = record.environment_id
+            if await uow.environments.get(record.environment_id) is None:
                 environment_id = None  # deleted meanwhile: the scenario is still worth keeping
             present = {c.id for c in await uow.credentials.get_many([x.credential_id for x in record.links])}
             scenario = Scenario(
@@ -245,4 +250,3 @@ def _kept(execs: Sequence[AuthoredExec], keep: Sequence[int] | None) -> list[Aut
 
 def _authored_step(item: AuthoredExec) -> Step:
     return Step(exec_code=item.code, title=item.title, timeout_seconds=item.timeout_seconds)
-

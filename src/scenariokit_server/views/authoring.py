@@ -42,9 +42,7 @@ _SCREENSHOT = query_param(
 async def start(request: web.Request) -> web.Response:
     """Start a session."""
     services = keys.services(request)
-    started = await services.authoring.start(
-        await body_as(request, AuthoringStartInput, "authoring session")
-    )
+    started = await services.authoring.start(await body_as(request, AuthoringStartInput, "authoring session"))
     return created(
         shape.authoring_started_json(services.converter, started),
         f"{API_PREFIX}/authoring/{started.authoring_id}",
