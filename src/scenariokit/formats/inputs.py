@@ -201,8 +201,9 @@ class AuthoringStartInput:
     scenario_id: uuid.UUID | None = attrs.field(
         default=None,
         metadata=_about(
-            "Replay this scenario's first `upToStep` steps before handing over the page (all of them "
-            "without `upToStep`); its credential links come along, and the session may save into it."
+            "Id (UUID) of a scenario whose first `upToStep` steps are replayed before the page is handed "
+            "over (all of them without `upToStep`); its credential links come along, and the session "
+            "may save into it."
         ),
     )
     up_to_step: int | None = attrs.field(
@@ -214,7 +215,8 @@ class AuthoringStartInput:
         ),
     )
     session_id: uuid.UUID | None = attrs.field(
-        default=None, metadata=_about("Start from this saved session's cookies and storage.")
+        default=None,
+        metadata=_about("Id (UUID) of a saved session to start from (its cookies and storage)."),
     )
     credentials: tuple[LinkInput, ...] | None = attrs.field(
         default=None,
@@ -262,8 +264,8 @@ class AuthoringSaveInput:
     scenario_id: uuid.UUID | None = attrs.field(
         default=None,
         metadata=_about(
-            "Save into the scenario the session replayed (or one it saved): its steps after "
-            "`upToStep` are replaced."
+            "Id (UUID) of the scenario the session replayed (or one it saved) to save into: its steps "
+            "after `upToStep` are replaced."
         ),
     )
     keep: tuple[int, ...] | None = attrs.field(

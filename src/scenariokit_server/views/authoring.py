@@ -92,7 +92,7 @@ async def execute(request: web.Request) -> web.Response:
     body=schemas.AuthoringSaveInput,
     response=schemas.Scenario,
     other_responses={201: schemas.Scenario},
-    errors=(400, 404, 409, 413),
+    errors=(400, 404, 409, 413, 503),
 )
 async def save(request: web.Request) -> web.Response:
     """Save the session."""
@@ -110,7 +110,7 @@ async def save(request: web.Request) -> web.Response:
     "End a live authoring session",
     description="Closes its browser; execs not saved are gone.",
     status=204,
-    errors=(400, 404),
+    errors=(400, 404, 503),
 )
 async def end(request: web.Request) -> web.Response:
     """End the session."""
