@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from scenariokit.domain.job import CredentialValue, LogEvent, RunEvent, RunFinished, RunJob
 from scenariokit.runner.executor import WorkerPool
-from scenariokit.runner.processes import process_tree
+from scenariokit.runner.processes import process_table, process_tree
 from scenariokit.runner.sandbox import WORKER_UIDS
 
 JobFactory = Callable[..., RunJob]
@@ -155,3 +156,40 @@ async def test_workers_read_the_compile_cache_the_pool_filled_and_cannot_write_i
         assert writes and writes[0] in {"OSError", "PermissionError"}, writes
         assert not list(full_pool.node_cache.rglob("planted"))
     assert re.match(r"^v\d+", full_pool.node_cache.name)
+
+
+async def test_what_a_run_started_dies_with_its_worker(
+    full_pool: WorkerPool, run: Runner, make_job: JobFactory
+) -> None:
+    # A process in a session of its own, its parent gone: only the worker's sandbox (or, without
+    # bubblewrap, the pool's search of the process table) still ties it to the run.
+    mark = f"300.{uuid.uuid4().int % 10**9:09d}"
+    code = (
+        "import os, subprocess\n"
+        "if os.fork() == 0:\n"
+        f"    subprocess.Popen(['sleep', '{mark}'], start_new_session=True)\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+    )
+    outcome, _ = await run(make_job(code))
+    assert outcome.status == "pass", outcome.error
+
+    for _ in range(100):
+        if not sleeping_with(mark):
+            break
+        await asyncio.sleep(0.1)
+    assert not sleeping_with(mark), "a process the run started outlived its worker"
+
+
+def sleeping_with(mark: str) -> list[int]:
+    """The live processes whose command line holds ``mark``."""
+    found = []
+    for pid, info in process_table().items():
+        if info.zombie:
+            continue
+        try:
+            if mark.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found

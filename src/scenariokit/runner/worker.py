@@ -39,7 +39,7 @@ from scenariokit.runner.execution import (
     close_browser,
 )
 from scenariokit.runner.plugin_hooks import PluginHooks
-from scenariokit.runner.processes import process_tree
+from scenariokit.runner.processes import become_subreaper, process_tree
 from scenariokit.runner.protocol import (
     AuthoringExec,
     AuthoringLook,
@@ -92,6 +92,7 @@ def worker_main(conn: Connection, options: WorkerOptions) -> None:
     """Run the worker on ``conn`` until its run (and any session it saved) is over."""
     if hasattr(os, "setpgrp"):
         os.setpgrp()  # own process group: the pool kills the worker, its driver and browsers together
+    become_subreaper()  # a process step code detaches (a session of its own, its parent gone) stays ours
     if hasattr(signal, "pthread_sigmask"):
         # Started with SIGINT blocked (see worker_handle.sigint_blocked): a Ctrl-C meant for the server's
         # process group may be pending. Out of that group now, drop it and take SIGINT as usual again.
