@@ -223,3 +223,57 @@ async def test_unknown_sessions_are_404_where_sessions_are_held(capped: Served) 
         ]:
             status, problem = await rest(method, path, body)
             assert status == 404 and problem["detail"] == f"authoring session {missing} not found", problem
+
+
+@pytest.mark.browser
+async def test_rest_sessions_start_from_saved_sessions_and_save_into_the_scenario_they_replayed(
+    capped: Served, site: LoginSite
+) -> None:
+    goto = "await page.goto(helpers.getEnvUrl())"
+    remember = "await page.evaluate(\"localStorage.setItem('token', 'tok-1234567890')\")"
+    async with aiohttp.ClientSession() as http:
+        rest = Rest(http, capped.url)
+        _, env = await rest("POST", "/environments", {"name": "shop", "data": {"url": site.url}})
+        steps = [{"execCode": goto}, {"execCode": remember}, {"execCode": "log('third')"}]
+        _, scenario = await rest("POST", "/scenarios", {"name": "remember", "steps": steps})
+        _, run = await rest(
+            "POST", "/run", {"scenarioId": scenario["id"], "environmentId": env["id"], "saveSession": True}
+        )
+        for _ in range(240):
+            _, run = await rest("GET", f"/run/{run['id']}")
+            if run["status"] != "in_progress":
+                break
+            await asyncio.sleep(0.25)
+        assert run["status"] == "pass" and run["sessionId"], run
+
+        start = {
+            "environmentId": env["id"],
+            "scenarioId": scenario["id"],
+            "upToStep": 1,
+            "sessionId": run["sessionId"],
+        }
+        status, started = await rest("POST", "/authoring", start)
+        assert status == 201 and [r["status"] for r in started["replayed"]] == ["pass"], started
+        session = f"/authoring/{started['authoringId']}"
+        read = "log(await page.evaluate(\"localStorage.getItem('token')\"))"
+        _, token = await rest("POST", f"{session}/exec", {"code": read, "title": "token"})
+        assert token["ok"] and [line["message"] for line in token["logs"]] == ["tok-1234567890"]
+
+        status, other = await rest("POST", "/scenarios", {"name": "other"})
+        status, refused = await rest("POST", f"{session}/save", {"scenarioId": other["id"]})
+        assert status == 400 and set(refused["errors"]) == {"scenarioId"}
+        status, both = await rest("POST", f"{session}/save", {"scenarioId": scenario["id"], "name": "x"})
+        assert status == 400 and set(both["errors"]) == {"name", "scenarioId"}
+        status, saved = await rest("POST", f"{session}/save", {"scenarioId": scenario["id"]})
+        assert status == 200, saved
+        assert [s["execCode"] for s in saved["steps"]] == [goto, read]
+        assert saved["steps"][0]["id"] == scenario["steps"][0]["id"] and saved["steps"][1]["title"] == "token"
+
+        # the replayed step changed meanwhile: saving into the scenario is refused, nothing is written
+        first = saved["steps"][0]["id"]
+        await rest("PATCH", f"/scenarios/{scenario['id']}/steps/{first}", {"execCode": "pass"})
+        status, conflict = await rest("POST", f"{session}/save", {"scenarioId": scenario["id"]})
+        assert status == 409 and "changed since the session replayed them" in conflict["detail"]
+        _, kept = await rest("GET", f"/scenarios/{scenario['id']}")
+        assert [s["execCode"] for s in kept["steps"]] == ["pass", read]
+        assert (await rest("DELETE", session))[0] == 204
