@@ -123,8 +123,8 @@ class Kit:
     """A store and its services, with a local scheduler started on the first :meth:`run`.
 
     The resource services are attributes: ``kit.scenarios``, ``kit.environments``, ``kit.credentials``,
-    ``kit.snippets``, ``kit.sessions``, ``kit.runs``, ``kit.transfer`` (YAML) and ``kit.authoring``. Their commands take
-    the input classes of :mod:`scenariokit.formats.inputs` or, for convenience, the REST JSON mapping
+    ``kit.snippets``, ``kit.sessions``, ``kit.runs``, ``kit.transfer`` (YAML) and ``kit.authoring``.
+    Their commands take the input classes of :mod:`scenariokit.formats.inputs` or, for convenience, the REST JSON mapping
     of one (see :class:`JsonDoor`); ``kit.services`` is the typed service layer itself.
     """
 
