@@ -124,8 +124,8 @@ class Kit:
 
     The resource services are attributes: ``kit.scenarios``, ``kit.environments``, ``kit.credentials``,
     ``kit.snippets``, ``kit.sessions``, ``kit.runs``, ``kit.transfer`` (YAML) and ``kit.authoring``.
-    Their commands take the input classes of :mod:`scenariokit.formats.inputs` or, for convenience, the REST JSON mapping
-    of one (see :class:`JsonDoor`); ``kit.services`` is the typed service layer itself.
+    Their commands take the input classes of :mod:`scenariokit.formats.inputs` or, for convenience,
+    the REST JSON mapping of one (see :class:`JsonDoor`); ``kit.services`` is the typed service layer.
     """
 
     def __init__(self, services: Services, *, workers: int = 1) -> None:
