@@ -277,3 +277,26 @@ async def test_rest_sessions_start_from_saved_sessions_and_save_into_the_scenari
         _, kept = await rest("GET", f"/scenarios/{scenario['id']}")
         assert [s["execCode"] for s in kept["steps"]] == ["pass", read]
         assert (await rest("DELETE", session))[0] == 204
+
+
+@pytest.mark.browser
+async def test_a_replay_that_fails_still_hands_over_the_page_where_it_stopped(
+    capped: Served, site: LoginSite
+) -> None:
+    async with connect(capped.mcp_url) as mcp:
+        env = await call(mcp, "create_environment", name="shop", data={"url": site.url})
+        failing = "await expect(page.get_by_text('Nope')).to_be_visible(timeout=500)"
+        steps = [
+            {"execCode": "await page.goto(helpers.getEnvUrl())"},
+            {"execCode": failing},
+            {"execCode": "pass"},
+        ]
+        scenario = await call(mcp, "create_scenario", name="broken", steps=steps)
+        started = await call(mcp, "authoring_start", environmentId=env["id"], scenarioId=scenario["id"])
+        assert [r["status"] for r in started["replayed"]] == ["pass", "fail", "skipped"]
+        assert "Nope" in started["replayed"][1]["error"] and started["title"] == "Shop login"
+        probe = await call(
+            mcp, "authoring_exec", authoringId=started["authoringId"], code="log(await page.title())"
+        )
+        assert probe["ok"] and [line["message"] for line in probe["logs"]] == ["Shop login"]
+        await call(mcp, "authoring_end", authoringId=started["authoringId"])
