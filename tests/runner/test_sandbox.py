@@ -239,3 +239,19 @@ def test_a_worker_reads_the_compile_cache_where_node_looks_for_its_own_user(tmp_
     assert boxed.env[sandbox.NODE_CACHE_ENV] == sandbox.SANDBOX_NODE_CACHE
     assert plain.env[sandbox.NODE_CACHE_ENV] == str(filled.parent)  # the same user filled it
     assert sandbox.NODE_CACHE_ENV not in worker_command("off", tmp_path, SandboxConfig(), None, 3).env
+
+
+def test_where_run_cannot_hold_the_locks_they_go_to_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "a file"
+    blocked.write_text("")
+    name = f"scenariokit-test-uids-{os.getpid()}"
+    monkeypatch.setattr(sandbox, "WORKER_UID_LOCKS", blocked / name)  # cannot be made: a file's child
+    fallback = Path("/tmp") / name
+    try:
+        lease = lease_worker_user(TEST_UIDS)
+        assert (fallback / str(lease.uid)).is_file()
+        lease.release()
+    finally:
+        sandbox.remove_dir(fallback)

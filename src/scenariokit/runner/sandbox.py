@@ -503,7 +503,7 @@ def lease_worker_user(uids: range = WORKER_UIDS, locks: Path | None = None) -> W
     Ids are tried in turn from where the last lease left off (a random start per process), so an id
     comes back only after the whole range was used. Blocking (it reads the process table once).
     """
-    folder = _lock_folder(locks or WORKER_UID_LOCKS)
+    folder = _lock_folder(locks) if locks is not None else _host_lock_folder()
     busy = _uids_in_use()
     for _ in range(len(uids)):
         index = _next_uid[0] % len(uids)
@@ -521,6 +521,19 @@ def lease_worker_user(uids: range = WORKER_UIDS, locks: Path | None = None) -> W
     raise NoWorkerUser(
         f"all {len(uids)} worker user ids from {uids.start} are held by live workers or used on this host"
     )
+
+
+def _host_lock_folder() -> Path:
+    """:data:`WORKER_UID_LOCKS`, or (where ``/run`` cannot hold it: a read-only one) its twin in ``/tmp``.
+
+    Every scheduler on the host picks the same one: ``/run`` is the same for all, and so is the answer.
+    """
+    try:
+        return _lock_folder(WORKER_UID_LOCKS)
+    except PermissionError:
+        raise  # it exists and is not ours alone: refuse rather than lease from another folder
+    except OSError:
+        return _lock_folder(Path("/tmp") / WORKER_UID_LOCKS.name)
 
 
 def _lock_folder(folder: Path) -> Path:
