@@ -53,6 +53,7 @@ from scenariokit.runner.protocol import (
     failed_run,
     finished_run,
     mask_event,
+    plain_ids,
     step_label,
     syntax_failure,
 )
@@ -473,15 +474,7 @@ class WorkerPool:
         run.worker = worker
         worker.current_run = job.run_id
         finished = False
-        inside = attrs.evolve(
-            job,
-            # plain ``uuid.UUID``s: a driver's own UUID type (asyncpg's) would come back in reports,
-            # which the pool decodes allowing only the standard classes
-            run_id=uuid.UUID(str(job.run_id)),
-            scenario_id=uuid.UUID(str(job.scenario_id)),
-            steps=tuple(attrs.evolve(step, id=uuid.UUID(str(step.id))) for step in job.steps),
-            artifacts_dir=Path(f"{worker.inner_dir}/artifacts"),
-        )
+        inside = attrs.evolve(plain_ids(job), artifacts_dir=Path(f"{worker.inner_dir}/artifacts"))
         try:
             if not await worker.send(StartRun(inside)):
                 run.inbox.put_nowait(WorkerGone(None))

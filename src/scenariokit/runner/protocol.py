@@ -88,6 +88,17 @@ class AuthoringLook:
 Command = StartRun | CancelRun | ReleaseSession | Shutdown | StartAuthoring | AuthoringExec | AuthoringLook
 
 
+def plain_ids(job: RunJob) -> RunJob:
+    """``job`` with plain ``uuid.UUID`` ids: a driver's own UUID type (asyncpg's) would come back in
+    reports, which the parent decodes allowing only the standard classes."""
+    return attrs.evolve(
+        job,
+        run_id=uuid.UUID(str(job.run_id)),
+        scenario_id=uuid.UUID(str(job.scenario_id)),
+        steps=tuple(attrs.evolve(step, id=uuid.UUID(str(step.id))) for step in job.steps),
+    )
+
+
 # --- worker → parent -----------------------------------------------------------------------------
 
 
