@@ -53,6 +53,7 @@ TAGS = (
     {"name": "sessions", "description": "Browser sessions saved by runs"},
     {"name": "runs", "description": "Queue, read and cancel runs; fetch their files"},
     {"name": "transfer", "description": "YAML export and import"},
+    {"name": "authoring", "description": "Live authoring sessions: explore a site, keep what worked"},
     {"name": "health", "description": "Liveness of the service and its dependencies"},
 )
 

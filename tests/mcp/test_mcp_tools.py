@@ -27,6 +27,11 @@ REQUIRED = {
     "update_environment": {"environmentId"},
     "run_scenario": {"scenarioId", "environmentId"},
     "get_run": {"runId"},
+    "authoring_start": {"environmentId"},
+    "authoring_exec": {"authoringId", "code"},
+    "authoring_snapshot": {"authoringId"},
+    "authoring_save": {"authoringId"},
+    "authoring_end": {"authoringId"},
 }
 
 

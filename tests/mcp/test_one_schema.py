@@ -22,6 +22,9 @@ COMPONENTS = {
     inputs.StepInput: "StepInput",
     inputs.EnvironmentInput: "EnvironmentInput",
     inputs.RunInput: "RunInput",
+    inputs.AuthoringStartInput: "AuthoringStartInput",
+    inputs.AuthoringExecInput: "AuthoringExecInput",
+    inputs.AuthoringSaveInput: "AuthoringSaveInput",
 }
 
 
@@ -64,7 +67,7 @@ def _as_json_schema(prop: dict[str, Any]) -> dict[str, Any]:
         out["exclusiveMinimum"] = out.pop("minimum")
     if out.pop("nullable", False):
         out["type"] = [out["type"], "null"]
-    if "items" in out:
+    if "items" in out and "properties" in out["items"]:  # a list of objects (a list of numbers has none)
         items = dict(out["items"])
         items["properties"] = {k: _as_json_schema(v) for k, v in items.get("properties", {}).items()}
         out["items"] = items
@@ -88,6 +91,9 @@ def test_every_tool_that_takes_a_body_is_compared() -> None:
         "create_environment",
         "update_environment",
         "run_scenario",
+        "authoring_start",
+        "authoring_exec",
+        "authoring_save",
     }
 
 

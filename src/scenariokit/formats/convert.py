@@ -44,6 +44,9 @@ _INPUT_CLASSES = (
     inputs.CredentialInput,
     inputs.SnippetInput,
     inputs.RunInput,
+    inputs.AuthoringStartInput,
+    inputs.AuthoringExecInput,
+    inputs.AuthoringSaveInput,
 )
 _MODEL_CLASSES = (
     model.Step,
