@@ -1,8 +1,10 @@
-"""SQLite reads run on the event loop's thread, and a writer in another process never holds them up.
+"""SQLite units of work run on the event loop's thread, and a writer in another process stops nothing.
 
-A reading unit of work uses inline connections (no hop to aiosqlite's thread per call); that is safe
-only because WAL readers do not wait for the write lock. These tests hold the write lock from another
-process and read meanwhile: if a read waited for the lock, they would time out instead of passing.
+Reads and writes use inline connections (no hop to aiosqlite's thread per call). That is safe only
+because nothing inline waits for a lock: WAL readers never do, and a write that finds another process
+holding the write lock moves to a threaded connection to wait there. These tests hold the write lock
+from another process and read and write meanwhile: had anything waited on the loop, they would time
+out instead of passing.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from json_services import json_services
 from scenariokit.formats.queries import EnvironmentQuery
 from scenariokit.services import Services
 from scenariokit.storage.opening import open_store
+from scenariokit.storage.sqlalchemy import store as store_module
 from scenariokit.storage.sqlalchemy.store import InlineSqliteConnection, SqlStore
 
 HOLD_THE_WRITE_LOCK = """
@@ -72,14 +77,49 @@ async def test_reads_answer_while_another_process_holds_the_write_lock(tmp_path:
             page = await asyncio.wait_for(services.environments.list(EnvironmentQuery.from_params({})), 10)
             got = await asyncio.wait_for(services.environments.get(env.id), 10)
             assert [item.name for item in page.items] == ["staging"] and got.name == "staging"
+            # a write must wait for the lock: on a thread, so the loop goes on answering reads meanwhile
+            waiting = asyncio.create_task(services.environments.update(env.id, {"description": "waited"}))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            assert (await asyncio.wait_for(services.environments.get(env.id), 10)).description != "waited"
             assert writer.returncode is None  # still holding: the reads did not wait for it
         finally:
             writer.stdin.write(b"\n")
             await writer.stdin.drain()
             writer.stdin.close()
             await asyncio.wait_for(writer.wait(), 30)
-        # the writer rolled back: nothing it did is visible, and writing works again
-        await services.environments.update(env.id, {"description": "after the lock"})
-        assert (await services.environments.get(env.id)).name == "staging"
+        # the waiting write went through once the lock was free; the other process's rolled back
+        await asyncio.wait_for(waiting, 30)
+        stored = await services.environments.get(env.id)
+        assert (stored.name, stored.description) == ("staging", "waited")
+        await services.environments.update(env.id, {"description": "after the lock"})  # inline again
+    finally:
+        await store.close()
+
+
+async def test_writes_run_inline_and_checkpoint_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await _opened(tmp_path / "writes.db")
+    services = json_services(Services(store))
+    checkpoints: list[int] = []
+    real_checkpoint = store.checkpoint
+
+    async def counted() -> None:
+        checkpoints.append(1)
+        await real_checkpoint()
+
+    monkeypatch.setattr(store_module, "CHECKPOINT_EVERY_WRITES", 3)
+    monkeypatch.setattr(store, "checkpoint", counted)
+    try:
+        async with store.unit_of_work() as uow:
+            driver = (await uow._conn.get_raw_connection()).driver_connection  # type: ignore[union-attr]
+            assert isinstance(driver, InlineSqliteConnection)
+        for index in range(6):
+            await services.environments.create({"name": f"env {index}", "data": {}})
+        await asyncio.sleep(0.2)  # the checkpoint task runs on its own
+        assert len(checkpoints) >= 1
+        page = await services.environments.list(EnvironmentQuery.from_params({"limit": "50"}))
+        assert page.total == 6
     finally:
         await store.close()

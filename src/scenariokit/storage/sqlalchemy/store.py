@@ -7,6 +7,7 @@ import base64
 import contextlib
 import functools
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -39,6 +40,7 @@ from scenariokit.storage.secrets import (
 from . import repositories as r
 from . import tables as t
 
+log = logging.getLogger(__name__)
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -114,14 +116,15 @@ class _RunAtOnce:
 
 
 class InlineSqliteConnection(aiosqlite.Connection):
-    """An aiosqlite connection whose calls run on the event loop's own thread, for reads.
+    """An aiosqlite connection whose calls run on the event loop's own thread.
 
     aiosqlite hands every call (execute, fetch, close) to a thread of its own and back: a dozen thread
-    switches for one page, which cost more than the page's query. A read in WAL mode never waits for the
-    writer, so it can run where it is awaited (awaiting a finished future does not even yield to the
-    loop); writes keep aiosqlite's thread, since they may wait for another process's write lock
-    (``busy_timeout``), and that wait must not stop the loop. SQLAlchemy's adapter puts some calls on
-    the queue itself, so the queue is what is replaced.
+    switches for one page, which cost more than the page's query — and on a busy loop each switch back
+    waits for its turn behind every request in flight. Nothing an inline connection does may wait on a
+    lock: a read in WAL mode never waits for the writer; a write begins (``BEGIN IMMEDIATE``) without
+    a busy timeout, and when another process holds the write lock the unit of work takes a threaded
+    connection instead, whose wait does not stop the loop. Having begun, a WAL writer waits for
+    nothing. SQLAlchemy's adapter puts some calls on the queue itself, so the queue is what is replaced.
     """
 
     def __init__(self, connector: Callable[[], sqlite3.Connection]) -> None:
@@ -134,10 +137,13 @@ class InlineSqliteConnection(aiosqlite.Connection):
 
 #: How long an inline read may wait for a lock (only a WAL recovery holds one): it waits on the loop.
 READ_BUSY_TIMEOUT_MS = 250
+#: Inline writers do not checkpoint as they commit (a checkpoint syncs the file, on the loop): every this
+#: many inline write transactions, a passive checkpoint runs on a threaded connection instead.
+CHECKPOINT_EVERY_WRITES = 500
 
 
-def _make_engine(async_url: str, schema: str | None, *, reads: bool = False) -> AsyncEngine:
-    """The engine of a store; with ``reads``, a SQLite file's engine of inline reading connections."""
+def _make_engine(async_url: str, schema: str | None, *, inline: str | None = None) -> AsyncEngine:
+    """The engine of a store; ``inline`` (``"read"``, ``"write"``): a SQLite file's inline connections."""
     if async_url.startswith("sqlite"):
         memory = sqlite_path(async_url) is None
         # A file: a small pool, so reads (WAL: never blocked by the writer) run beside the one writer.
@@ -149,7 +155,7 @@ def _make_engine(async_url: str, schema: str | None, *, reads: bool = False) -> 
             else {"pool_size": 4, "max_overflow": 4, "pool_reset_on_return": None}
         )
         extra: dict[str, Any] = {}
-        if reads:
+        if inline is not None:
             path = str(sqlite_path(async_url))
 
             async def connect_inline() -> aiosqlite.Connection:
@@ -165,7 +171,7 @@ def _make_engine(async_url: str, schema: str | None, *, reads: bool = False) -> 
             **pool,
             **extra,
         )
-        busy_timeout = READ_BUSY_TIMEOUT_MS if reads else 30000
+        busy_timeout = {"read": READ_BUSY_TIMEOUT_MS, "write": 0}.get(inline or "", 30000)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_connection: Any, _: Any) -> None:
@@ -177,6 +183,8 @@ def _make_engine(async_url: str, schema: str | None, *, reads: bool = False) -> 
                 cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute(f"PRAGMA busy_timeout={busy_timeout}")
+            if inline == "write":
+                cursor.execute("PRAGMA wal_autocheckpoint=0")
             cursor.close()
 
         @event.listens_for(engine.sync_engine, "begin")
@@ -238,23 +246,8 @@ class SqlUnitOfWork(ports.UnitOfWork):
         if self._serial is not None:
             await self._serial.acquire()
         try:
-            conn = await self._engine.connect()
+            conn = await self._begin()
         except BaseException:
-            if self._serial is not None:
-                self._serial.release()
-            raise
-        try:
-            # A reading unit of work sends no BEGIN: each statement reads a snapshot of its own, as
-            # under PostgreSQL's READ COMMITTED in a transaction or not (on SQLite: three hops to
-            # aiosqlite's thread less; on PostgreSQL: BEGIN and ROLLBACK, two round trips less).
-            if conn.dialect.name == "sqlite":
-                begin = READ_STATEMENTS if self._readonly else "IMMEDIATE"
-                conn = await conn.execution_options(sqlite_begin=begin)
-            elif self._readonly:
-                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.begin()
-        except BaseException:
-            await conn.close()
             if self._serial is not None:
                 self._serial.release()
             raise
@@ -266,6 +259,41 @@ class SqlUnitOfWork(ports.UnitOfWork):
         self.sessions = r.SessionRepository(conn, box)
         self.runs = r.RunRepository(conn, box)
         return self
+
+    async def _begin(self) -> AsyncConnection:
+        """A connection with its transaction begun: inline where nothing can make it wait."""
+        inline = self._store.write_engine if not self._readonly else None
+        if inline is not None:
+            conn = await self._connect(inline)
+            if conn is not None:
+                self._store.count_inline_write()
+                return conn
+        conn = await self._connect(self._engine, fallback=False)
+        assert conn is not None
+        return conn
+
+    async def _connect(self, engine: AsyncEngine, *, fallback: bool = True) -> AsyncConnection | None:
+        """Connect and begin; with ``fallback``, None when another process holds SQLite's write lock."""
+        conn = await engine.connect()
+        try:
+            # A reading unit of work sends no BEGIN: each statement reads a snapshot of its own, as
+            # under PostgreSQL's READ COMMITTED in a transaction or not (on SQLite: three hops to
+            # aiosqlite's thread less; on PostgreSQL: BEGIN and ROLLBACK, two round trips less).
+            if conn.dialect.name == "sqlite":
+                begin = READ_STATEMENTS if self._readonly else "IMMEDIATE"
+                conn = await conn.execution_options(sqlite_begin=begin)
+            elif self._readonly:
+                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.begin()
+        except sa.exc.OperationalError as exc:
+            await conn.close()
+            if fallback and _locked(exc):
+                return None
+            raise
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
 
     async def __aexit__(
         self,
@@ -299,6 +327,11 @@ class SqlUnitOfWork(ports.UnitOfWork):
             await self._conn.rollback()
 
 
+def _locked(exc: sa.exc.OperationalError) -> bool:
+    """Whether SQLite refused because another connection holds the lock (``SQLITE_BUSY``)."""
+    return isinstance(exc.orig, sqlite3.OperationalError) and "locked" in str(exc.orig)
+
+
 def _conflict(exc: sa.exc.IntegrityError) -> ScenarioKitError:
     from scenariokit.domain.errors import Conflict
 
@@ -323,11 +356,12 @@ class SqlStore(ports.Store):
             path.parent.mkdir(parents=True, exist_ok=True)
         self.engine = _make_engine(async_url, self.schema)
         #: reading units of work connect here: inline connections for a SQLite file, else the one engine
-        self.read_engine = (
-            _make_engine(async_url, self.schema, reads=True)
-            if self.dialect == "sqlite" and path is not None
-            else self.engine
-        )
+        inline = self.dialect == "sqlite" and path is not None
+        self.read_engine = _make_engine(async_url, self.schema, inline="read") if inline else self.engine
+        #: writing units of work try an inline connection first (SQLite file only)
+        self.write_engine = _make_engine(async_url, self.schema, inline="write") if inline else None
+        self._inline_writes = 0
+        self._checkpoint: asyncio.Task[None] | None = None
         self._secret_key = secret_key
         self._box: SecretBox | None = None
         self._keys_checked = asyncio.Lock()
@@ -341,6 +375,22 @@ class SqlStore(ports.Store):
 
     def unit_of_work(self, *, readonly: bool = False) -> SqlUnitOfWork:
         return SqlUnitOfWork(self, readonly=readonly)
+
+    def count_inline_write(self) -> None:
+        """Count an inline write; every :data:`CHECKPOINT_EVERY_WRITES`, checkpoint off the loop."""
+        self._inline_writes += 1
+        if self._inline_writes % CHECKPOINT_EVERY_WRITES == 0 and (
+            self._checkpoint is None or self._checkpoint.done()
+        ):
+            self._checkpoint = asyncio.create_task(self.checkpoint())
+
+    async def checkpoint(self) -> None:
+        """Copy the WAL into the database file (``PASSIVE``: waits for nobody), on aiosqlite's thread."""
+        try:
+            async with self.engine.connect() as conn:
+                await conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+        except Exception as exc:  # the next one will try again; a failed checkpoint loses nothing
+            log.warning("a WAL checkpoint failed: %s", exc)
 
     @contextlib.asynccontextmanager
     async def _writing(self) -> AsyncIterator[AsyncConnection]:
@@ -501,6 +551,11 @@ class SqlStore(ports.Store):
             return await conn.run_sync(current_revision)
 
     async def close(self) -> None:
+        if self._checkpoint is not None:
+            await asyncio.gather(self._checkpoint, return_exceptions=True)
+        if self.write_engine is not None:
+            await self.write_engine.dispose()
+            await self.checkpoint()
         if self.read_engine is not self.engine:
             await self.read_engine.dispose()
         await self.engine.dispose()
