@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from json_services import json_services
 from scenariokit.services import Services
 from scenariokit.storage.opening import open_store
 from scenariokit.storage.sqlalchemy import SqlStore, unique_schema
@@ -98,4 +99,4 @@ async def store(database_url: str) -> AsyncIterator[SqlStore]:
 @pytest.fixture
 async def services(store: SqlStore) -> Services:
     """The application services over the store."""
-    return Services(store)
+    return json_services(Services(store))

@@ -1,4 +1,5 @@
-"""Domain rules that need no store: run time limits, every broken field named, code that compiles."""
+"""Domain rules that need no store: run time limits, every broken field named, code that compiles,
+the steps a run that ended did not reach."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import pytest
 
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.job import RunJob, StepJob
-from scenariokit.domain.model import DEFAULT_STEP_TIMEOUT_SECONDS, FieldErrors, Scenario, Step
+from scenariokit.domain.model import (
+    DEFAULT_STEP_TIMEOUT_SECONDS,
+    FieldErrors,
+    Scenario,
+    Step,
+    StepResult,
+    StepStatus,
+    skip_remaining,
+)
 from scenariokit.formats.convert import make_converter, structure_input
 from scenariokit.formats.inputs import ScenarioInput, SnippetInput, StepInput
 
@@ -104,3 +113,27 @@ def test_whole_seconds_are_held_as_floats_so_a_write_answers_what_a_read_gives()
     assert isinstance(scenario.steps[0].timeout_seconds, float)
     with pytest.raises(FieldErrors, match="must be a number"):
         Scenario(name="s", timeout_seconds=True)  # type: ignore[arg-type]
+
+
+def test_a_run_that_ended_skips_every_step_without_a_result_in_step_order() -> None:
+    first, second, third = (Step(exec_code="pass", order=n, title=f"t{n}") for n in (1, 2, 3))
+    failed = StepResult(step_id=second.id, order=2, status=StepStatus.FAIL, error="boom")
+    passed = StepResult(step_id=first.id, order=1, status=StepStatus.PASS)
+
+    results = skip_remaining((third, second, first), [failed, passed])
+
+    assert results == (
+        passed,
+        failed,
+        StepResult(step_id=third.id, order=3, status=StepStatus.SKIPPED, title="t3"),
+    )
+
+
+def test_the_job_steps_skip_alike_and_results_of_steps_gone_are_kept() -> None:
+    """The worker's steps follow the same rule; a result of a step deleted meanwhile still happened."""
+    job_step = StepJob(id=uuid.uuid4(), order=1, title=None, exec_code="pass", timeout_seconds=1)
+    gone = StepResult(step_id=uuid.uuid4(), order=2, status=StepStatus.PASS)
+
+    assert [r.status for r in skip_remaining([job_step], [])] == [StepStatus.SKIPPED]
+    assert skip_remaining([], [gone]) == (gone,)
+    assert [r.step_id for r in skip_remaining([job_step], [gone])] == [job_step.id, gone.step_id]

@@ -18,15 +18,29 @@ asyncio.run(main())
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+import cattrs
 import pluggy
 
 from scenariokit.domain.errors import ScenarioKitError
+from scenariokit.formats.convert import structure_input
+from scenariokit.formats.inputs import (
+    CredentialInput,
+    EnvironmentInput,
+    LinkInput,
+    Patch,
+    RunInput,
+    ScenarioInput,
+    SnippetInput,
+    StepInput,
+    StepOrderInput,
+)
 from scenariokit.formats.presenters import RunDetail
 from scenariokit.formats.queries import LogQuery
 from scenariokit.runner.scheduler import Scheduler
@@ -38,22 +52,84 @@ from scenariokit.storage.opening import open_store
 DEFAULT_RUN_TIMEOUT = 3600.0
 
 
+def _catalog(command: type, what: str) -> dict[str, tuple[Any, str]]:
+    patch: Any = Patch[command]  # type: ignore[valid-type]
+    return {"create": (command, what), "replace": (command, what), "update": (patch, what)}
+
+
+#: Per service, the commands a :class:`Kit` also takes as a mapping of their REST JSON, and the input
+#: class (with the label its errors use) the mapping is structured into. The command is the last
+#: positional argument.
+JSON_COMMANDS: dict[str, dict[str, tuple[Any, str]]] = {
+    "scenarios": {
+        **_catalog(ScenarioInput, "scenario"),
+        "add_step": (StepInput, "step"),
+        "replace_step": (StepInput, "step"),
+        "update_step": (Patch[StepInput], "step"),
+        "reorder_steps": (StepOrderInput, "step order"),
+        "link_credential": (LinkInput, "credential link"),
+    },
+    "environments": _catalog(EnvironmentInput, "environment"),
+    "credentials": _catalog(CredentialInput, "credential"),
+    "snippets": _catalog(SnippetInput, "snippet"),
+    "runs": {"create": (RunInput, "run")},
+}
+
+
+class JsonDoor:
+    """A service as the library offers it: a command may also be the mapping of its REST JSON.
+
+    The services take typed commands (:mod:`scenariokit.formats.inputs`); a mapping given here is
+    structured once, by the services' converter, exactly as a REST body is (a bad field is a
+    ``ValidationError`` naming its JSON path). Typed commands and every other method pass straight
+    through.
+    """
+
+    def __init__(
+        self, service: Any, converter: cattrs.Converter, commands: Mapping[str, tuple[Any, str]]
+    ) -> None:
+        self._service = service
+        self._converter = converter
+        self._commands = commands
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._service, name)
+        if name not in self._commands:
+            return method
+        kind, what = self._commands[name]
+
+        @functools.wraps(method)
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            if args and isinstance(args[-1], Mapping):
+                command = structure_input(self._converter, args[-1], kind, what=what)
+                args = (*args[:-1], command)
+            return await method(*args, **kwargs)
+
+        return call
+
+    def __repr__(self) -> str:
+        return f"JsonDoor({self._service!r})"
+
+
 class Kit:
     """A store and its services, with a local scheduler started on the first :meth:`run`.
 
     The resource services are attributes: ``kit.scenarios``, ``kit.environments``, ``kit.credentials``,
-    ``kit.snippets``, ``kit.sessions``, ``kit.runs`` and ``kit.transfer`` (YAML).
+    ``kit.snippets``, ``kit.sessions``, ``kit.runs`` and ``kit.transfer`` (YAML). Their commands take
+    the input classes of :mod:`scenariokit.formats.inputs` or, for convenience, the REST JSON mapping
+    of one (see :class:`JsonDoor`); ``kit.services`` is the typed service layer itself.
     """
 
     def __init__(self, services: Services, *, workers: int = 1) -> None:
         self.services = services
         self.workers = workers
-        self.scenarios = services.scenarios
-        self.environments = services.environments
-        self.credentials = services.credentials
-        self.snippets = services.snippets
+        door = functools.partial(JsonDoor, converter=services.converter)
+        self.scenarios: JsonDoor = door(services.scenarios, commands=JSON_COMMANDS["scenarios"])
+        self.environments: JsonDoor = door(services.environments, commands=JSON_COMMANDS["environments"])
+        self.credentials: JsonDoor = door(services.credentials, commands=JSON_COMMANDS["credentials"])
+        self.snippets: JsonDoor = door(services.snippets, commands=JSON_COMMANDS["snippets"])
         self.sessions = services.sessions
-        self.runs = services.runs
+        self.runs: JsonDoor = door(services.runs, commands=JSON_COMMANDS["runs"])
         self.transfer = services.transfer
         self._scheduler: Scheduler | None = None
 
@@ -77,15 +153,14 @@ class Kit:
     ) -> RunDetail:
         """Run a scenario in a fresh browser and return the finished run with its log."""
         await self.start_runner()
-        run = await self.runs.create(
-            {
-                "scenarioId": str(scenario_id),
-                "environmentId": str(environment_id),
-                "saveSession": save_session,
-                **({"sessionId": str(session_id)} if session_id else {}),
-            }
+        command = RunInput(
+            scenario_id=scenario_id,
+            environment_id=environment_id,
+            save_session=save_session,
+            session_id=session_id,
         )
-        return await self.runs.wait(run.id, timeout, logs=LogQuery(limit=log_limit))
+        run = await self.services.runs.create(command)
+        return await self.services.runs.wait(run.id, timeout, logs=LogQuery(limit=log_limit))
 
     async def logs(
         self, run_id: uuid.UUID, q: str | None = None, *, page: int = 1, limit: int = 100

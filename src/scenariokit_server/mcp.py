@@ -219,7 +219,7 @@ def build_mcp_server(tools: ScenarioKitTools) -> MCPServer:
             "scenariokit", version=service_version(), instructions=INSTRUCTIONS, subscriptions=False
         )
     for name, hints in TOOL_HINTS.items():
-        tool = getattr(tools, name)
+        tool = tools.tool(name)
         server.add_tool(
             as_mcp_tool(tool),
             name=name,

@@ -1,29 +1,38 @@
 """The MCP tools (docs/mcp.md, "Tools"): each parses its arguments, calls the application service REST
 calls, and shapes the result with the REST JSON views.
 
-Validation belongs to the services. A parameter that goes into a request body the services check
-(timeouts, orders, data, ids inside bodies) is declared ``Any`` with a JSON schema that documents it, so a
-bad value is refused by the same rule, in the same words, as over REST. An id that names the record a tool
-acts on is parsed here, as REST parses a path id. Only the parameters MCP alone has (``wait``,
-``waitSeconds``, ``clear``) are checked by the SDK's argument model.
+A tool that takes a body (a scenario, a step, an environment, a run) declares which fields of its attrs
+input class it offers (:func:`takes`): their JSON Schemas are the ones OpenAPI shows, and the arguments
+are structured into the typed command by the converter REST uses, so a bad value is refused by the same
+rule, in the same words, as over REST. An id that names the record a tool acts on is parsed here, as
+REST parses a path id. Only the parameters MCP alone has (``wait``, ``waitSeconds``, ``clear``, list
+parameters) are declared here and checked by the SDK's argument model.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import uuid
-from collections.abc import Callable, Iterable
-from typing import Annotated, Any, Literal
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Annotated, Any, Literal, TypeVar
 
 import attrs
+import cattrs
 from pydantic import Field, WithJsonSchema
 
 from scenariokit.domain.errors import ValidationError
-from scenariokit.domain.model import DEFAULT_STEP_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, NAME_MAX
+from scenariokit.domain.model import camel
 from scenariokit.formats import presenters as shape
-from scenariokit.formats.queries import MAX_LIMIT, EnvironmentQuery, LogQuery, ScenarioQuery
+from scenariokit.formats.convert import structure_input
+from scenariokit.formats.inputs import EnvironmentInput, Patch, RunInput, ScenarioInput, StepInput
+from scenariokit.formats.queries import EnvironmentQuery, LogQuery, ScenarioQuery
 from scenariokit.services import Services
+from scenariokit_server.openapi import list_params, log_params
+from scenariokit_server.schemas import json_schema_of
 
 JSON = dict[str, Any]
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: How long ``run_scenario`` waits by default: under the 60 s request timeout common MCP clients use.
 DEFAULT_WAIT_SECONDS = 50.0
@@ -32,6 +41,11 @@ MAX_WAIT_SECONDS = 600.0
 WAIT_POLL_SECONDS = 0.25
 
 # --- parameters ---------------------------------------------------------------------------------
+# The fields of a body (a scenario, a step, an environment, a run) are not declared here: they are the
+# attrs input classes' own, with the schema OpenAPI shows for them (see ``takes``); nor are the list
+# parameters: they are REST's query parameters of the same list (see ``lists``). What is declared here
+# is what only MCP has: the id of the record a tool acts on (REST's path id), ``wait``/``waitSeconds``
+# and ``clear``.
 
 _UUID = {"format": "uuid"}
 ScenarioId = Annotated[
@@ -54,120 +68,6 @@ EnvironmentId = Annotated[
 RunId = Annotated[
     str, Field(description="The run's id, a UUID (from run_scenario).", json_schema_extra=_UUID)
 ]
-BodyEnvironmentId = Annotated[
-    Any,
-    WithJsonSchema({"type": "string", "format": "uuid"}),
-    Field(description="Id (UUID) of the environment whose `data` the steps read through `helpers`."),
-]
-Name = Annotated[str, Field(description=f"A name of 1 to {NAME_MAX} characters.")]
-NewName = Annotated[str | None, Field(description=f"A new name of 1 to {NAME_MAX} characters.")]
-Description = Annotated[str | None, Field(description="Free text describing it.")]
-Title = Annotated[str | None, Field(description="A short label for the step, shown in run results.")]
-ExecCode = Annotated[
-    str,
-    Field(
-        description=(
-            "The step's code: Python with top-level `await`, using Playwright's async API. In scope: `page`, "
-            "`context`, `browser`, `expect` (Playwright's assertions), `helpers` (`helpers.env` is the "
-            "environment's data; `helpers.getEnvUrl(key=None)` returns data[key], else data['url'], else "
-            "data['baseUrl']; `helpers.credentials[alias]` has `username` and `secret`), "
-            "`await runSnippet(alias, args)` and `log(message)`; `print` also writes to the run log. "
-            "A failed assertion or an exception fails the step. Example: "
-            "`await page.goto(helpers.getEnvUrl())` then "
-            "`await expect(page.get_by_text('Hello')).to_be_visible()` on the next line."
-        )
-    ),
-]
-_TIMEOUT = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_SECONDS}
-StepTimeout = Annotated[
-    Any,
-    WithJsonSchema(_TIMEOUT),
-    Field(
-        description=f"The step's time limit in seconds: greater than 0, at most {MAX_TIMEOUT_SECONDS} "
-        f"(default {DEFAULT_STEP_TIMEOUT_SECONDS:g}). A step over its limit fails the run with error "
-        "kind `timeout`."
-    ),
-]
-ScenarioTimeout = Annotated[
-    Any,
-    WithJsonSchema(_TIMEOUT),
-    Field(
-        description=f"The whole run's time limit in seconds: greater than 0, at most {MAX_TIMEOUT_SECONDS}. "
-        "Without one a run may take the sum of its steps' limits."
-    ),
-]
-Order = Annotated[
-    Any,
-    WithJsonSchema({"type": "integer", "minimum": 1}),
-    Field(description="Position of the step, from 1; the steps from there on move down. Default: last."),
-]
-Steps = Annotated[
-    Any,
-    WithJsonSchema(
-        {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "execCode": {"type": "string", "description": "The step's code (see create_step)."},
-                    "title": {"type": "string"},
-                    "order": {"type": "integer", "minimum": 1},
-                    "timeoutSeconds": _TIMEOUT,
-                },
-                "required": ["execCode"],
-            },
-        }
-    ),
-    Field(description="The scenario's steps, run in `order` (else in the order given)."),
-]
-Data = Annotated[
-    Any,
-    WithJsonSchema({"type": "object"}),
-    Field(
-        description="Any JSON object the steps read as `helpers.env`; put the site's base URL under `url` "
-        "for `helpers.getEnvUrl()`. An update replaces the whole object."
-    ),
-]
-PageNumber = Annotated[
-    Any,
-    WithJsonSchema({"type": "integer", "minimum": 1}),
-    Field(description="Page to return, from 1 (default 1)."),
-]
-PageSize = Annotated[
-    Any,
-    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
-    Field(description=f"Items per page, 1 to {MAX_LIMIT} (default 20)."),
-]
-LogPageSize = Annotated[
-    Any,
-    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": 1000}),
-    Field(description="Log lines per page, 1 to 1000 (default 100)."),
-]
-ScenarioOrder = Annotated[
-    Any,
-    WithJsonSchema({"type": "string", "enum": list(ScenarioQuery.ORDER_BY)}),
-    Field(description="Sort key (default updatedAt)."),
-]
-EnvironmentOrder = Annotated[
-    Any,
-    WithJsonSchema({"type": "string", "enum": list(EnvironmentQuery.ORDER_BY)}),
-    Field(description="Sort key (default updatedAt)."),
-]
-OrderDir = Annotated[
-    Any,
-    WithJsonSchema({"type": "string", "enum": ["asc", "desc"]}),
-    Field(description="Sort direction (default desc)."),
-]
-NameFilter = Annotated[str | None, Field(description="Only those whose name contains this text (any case).")]
-LogFilter = Annotated[str | None, Field(description="Only the log lines that contain this text (any case).")]
-SaveSession = Annotated[
-    Any,
-    WithJsonSchema({"type": "boolean"}),
-    Field(
-        description="Keep the browser session (cookies, localStorage) as session `run-<runId>` when the "
-        "run ends."
-    ),
-]
 Wait = Annotated[
     bool, Field(description="Block until the run ends (bounded by waitSeconds) instead of returning at once.")
 ]
@@ -180,18 +80,8 @@ WaitSeconds = Annotated[
         "still going then is returned `in_progress`: follow it with get_run.",
     ),
 ]
-ScenarioClear = Annotated[
-    list[Literal["description", "environmentId", "timeoutSeconds"]] | None,
-    Field(description="Fields to remove (set to null). Fields neither given nor listed keep their value."),
-]
-StepClear = Annotated[
-    list[Literal["title", "timeoutSeconds"]] | None,
-    Field(description="Fields to remove (set to null). Fields neither given nor listed keep their value."),
-]
-EnvironmentClear = Annotated[
-    list[Literal["description"]] | None,
-    Field(description="Fields to remove (set to null). Fields neither given nor listed keep their value."),
-]
+CLEAR_ABOUT = "Fields to remove (set to null). Fields neither given nor listed keep their value."
+
 
 # --- answers and arguments ---------------------------------------------------------------------
 
@@ -234,6 +124,130 @@ def query_params(**params: Any) -> dict[str, str]:
     return {name: str(value) for name, value in params.items() if value is not None}
 
 
+@attrs.frozen
+class ToolInput:
+    """The body a tool takes: some fields of an attrs input class, as that class states them.
+
+    Each field is one parameter of the tool with the JSON Schema OpenAPI shows for it
+    (:func:`scenariokit_server.schemas.json_schema_of`): the same bounds, required fields and
+    descriptions. The arguments are structured into the input class (``Patch`` of it for an update)
+    by the converter REST uses, in one call, and the tool gets the typed command.
+    """
+
+    cls: type
+    what: str
+    fields: tuple[str, ...]
+    patch: bool = False
+    clear: tuple[str, ...] = ()
+    #: The tool's parameter that receives the typed command.
+    keyword = "command"
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The arguments it consumes."""
+        return frozenset({*self.fields, "clear"})
+
+    def parameters(self) -> list[inspect.Parameter]:
+        """The tool parameters of the fields (and ``clear`` for an update), keyword-only."""
+        schema = json_schema_of(self.cls)
+        required = set() if self.patch else set(schema.get("required", ()))
+        defaults = {camel(field.name): field.default for field in attrs.fields(self.cls)}
+        found = []
+        for name in self.fields:
+            prop = schema["properties"][name]
+            # Plain required text stays ``str`` to the SDK, which then never reads it as JSON ("null", "[]").
+            plain_text = prop.get("type") == "string" and "format" not in prop
+            kind: Any = str if name in required and plain_text else Any
+            default = defaults[name]
+            if name in required:
+                default = inspect.Parameter.empty
+            elif self.patch or default is attrs.NOTHING or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                default = None  # "not given": the input's own default applies
+            found.append(
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=Annotated[kind, WithJsonSchema(prop)],
+                    default=default,
+                )
+            )
+        if self.clear:
+            clearable: Any = Literal.__getitem__(self.clear)
+            found.append(
+                inspect.Parameter(
+                    "clear",
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=Annotated[list[clearable] | None, Field(description=CLEAR_ABOUT)],
+                    default=None,
+                )
+            )
+        return found
+
+    def value(self, converter: cattrs.Converter, arguments: JSON) -> Any:
+        """The typed command of a call's body arguments: None is "not given"; ``clear`` nulls fields."""
+        fields = {name: arguments.get(name) for name in self.fields}
+        body = changes(fields, arguments.get("clear")) if self.patch else given(**fields)
+        target = Patch[self.cls] if self.patch else self.cls  # type: ignore[name-defined]
+        return structure_input(converter, body, target, what=self.what)
+
+
+@attrs.frozen
+class ToolQuery:
+    """The list parameters a tool takes: REST's query parameters of the same list, as OpenAPI has them.
+
+    The arguments given are parsed by the query class as REST parses a query string, so both refuse a
+    bad value alike; the tool gets the typed query.
+    """
+
+    params: tuple[Mapping[str, Any], ...]
+    parse: Callable[[Mapping[str, str]], Any]
+    #: The tool's parameter that receives the typed query.
+    keyword = "query"
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The arguments it consumes."""
+        return frozenset(param["name"] for param in self.params)
+
+    def parameters(self) -> list[inspect.Parameter]:
+        """One optional parameter per query parameter, with its OpenAPI schema, default and description."""
+        return [
+            inspect.Parameter(
+                param["name"],
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=Annotated[
+                    Any, WithJsonSchema({**param["schema"], "description": param["description"]})
+                ],
+                default=param["schema"].get("default"),  # REST's default, said where a client sees it
+            )
+            for param in self.params
+        ]
+
+    def value(self, converter: cattrs.Converter, arguments: JSON) -> Any:
+        """The typed query of a call's list arguments (None is "not given")."""
+        return self.parse(query_params(**{name: arguments.get(name) for name in self.names}))
+
+
+def takes(
+    cls: type, what: str, fields: tuple[str, ...], *, patch: bool = False, clear: tuple[str, ...] = ()
+) -> Callable[[F], F]:
+    """Mark a tool that takes a body of ``cls``: it is given the typed command as ``command``."""
+    return _marked(ToolInput(cls, what, fields, patch, clear))
+
+
+def lists(params: Iterable[Mapping[str, Any]], parse: Callable[[Mapping[str, str]], Any]) -> Callable[[F], F]:
+    """Mark a tool that takes REST's list parameters ``params``: it is given ``parse(...)`` as ``query``."""
+    return _marked(ToolQuery(tuple(params), parse))
+
+
+def _marked(arguments: ToolInput | ToolQuery) -> Callable[[F], F]:
+    def mark(tool: F) -> F:
+        tool.tool_arguments = arguments  # type: ignore[attr-defined]
+        return tool
+
+    return mark
+
+
 # --- tools --------------------------------------------------------------------------------------
 
 
@@ -247,19 +261,36 @@ class ScenarioKitTools:
     def __init__(self, services: Callable[[], Services]) -> None:
         self._services = services
 
-    async def list_scenarios(
-        self,
-        page: PageNumber = None,
-        limit: PageSize = None,
-        orderBy: ScenarioOrder = None,
-        orderDir: OrderDir = None,
-        q: NameFilter = None,
-    ) -> Answer:
+    def tool(self, name: str) -> Callable[..., Awaitable[Answer]]:
+        """Tool ``name`` as the SDK is given it: a body's fields and a list's parameters are its own.
+
+        For a tool marked with :func:`takes` or :func:`lists`, the SDK sees the tool's own parameters
+        and those the mark declares; a call's arguments for them become one typed value (``command``
+        or ``query``).
+        """
+        method = getattr(self, name)
+        spec: ToolInput | ToolQuery | None = getattr(method, "tool_arguments", None)
+        if spec is None:
+            return method
+        signature = inspect.signature(method, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != spec.keyword]
+
+        @functools.wraps(method)
+        async def call(**arguments: Any) -> Answer:
+            rest = {key: value for key, value in arguments.items() if key not in spec.names}
+            value = spec.value(self._services().converter, arguments)
+            answer: Answer = await method(**rest, **{spec.keyword: value})
+            return answer
+
+        call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [*own, *spec.parameters()], return_annotation=Answer
+        )
+        return call
+
+    @lists(list_params(ScenarioQuery), ScenarioQuery.from_params)
+    async def list_scenarios(self, query: ScenarioQuery) -> Answer:
         """List scenarios with their steps, latest change first: {items, total, page, limit}."""
         services = self._services()
-        query = ScenarioQuery.from_params(
-            query_params(page=page, limit=limit, orderBy=orderBy, orderDir=orderDir, q=q)
-        )
         found = await services.scenarios.list(query)
         return Answer(shape.page_json(found, lambda item: shape.scenario_json(services.converter, item)))
 
@@ -269,40 +300,24 @@ class ScenarioKitTools:
         scenario = await services.scenarios.get(parse_id(scenarioId, "scenarioId"))
         return Answer(shape.scenario_json(services.converter, scenario))
 
-    async def create_scenario(
-        self,
-        name: Name,
-        description: Description = None,
-        environmentId: BodyEnvironmentId = None,
-        timeoutSeconds: ScenarioTimeout = None,
-        steps: Steps = None,
-    ) -> Answer:
+    @takes(ScenarioInput, "scenario", ("name", "description", "environmentId", "timeoutSeconds", "steps"))
+    async def create_scenario(self, command: ScenarioInput) -> Answer:
         """Create a scenario, with its steps when given. Returns the scenario with its id and step ids."""
         services = self._services()
-        body = given(
-            name=name,
-            description=description,
-            environmentId=environmentId,
-            timeoutSeconds=timeoutSeconds,
-            steps=steps,
-        )
-        scenario = await services.scenarios.create(body)
+        scenario = await services.scenarios.create(command)
         return Answer(shape.scenario_json(services.converter, scenario))
 
-    async def update_scenario(
-        self,
-        scenarioId: ScenarioId,
-        name: NewName = None,
-        description: Description = None,
-        environmentId: BodyEnvironmentId = None,
-        timeoutSeconds: ScenarioTimeout = None,
-        clear: ScenarioClear = None,
-    ) -> Answer:
+    @takes(
+        ScenarioInput,
+        "scenario",
+        ("name", "description", "environmentId", "timeoutSeconds"),
+        patch=True,
+        clear=("description", "environmentId", "timeoutSeconds"),
+    )
+    async def update_scenario(self, scenarioId: ScenarioId, command: Patch[ScenarioInput]) -> Answer:
         """Change some fields of a scenario (its steps are changed with the step tools)."""
         services = self._services()
-        fields = {"name": name, "description": description, "environmentId": environmentId}
-        body = changes(fields | {"timeoutSeconds": timeoutSeconds}, clear)
-        scenario = await services.scenarios.update(parse_id(scenarioId, "scenarioId"), body)
+        scenario = await services.scenarios.update(parse_id(scenarioId, "scenarioId"), command)
         return Answer(shape.scenario_json(services.converter, scenario))
 
     async def delete_scenario(self, scenarioId: ScenarioId) -> Answer:
@@ -311,43 +326,31 @@ class ScenarioKitTools:
         await self._services().scenarios.delete(ident)
         return Answer({"id": str(ident), "deleted": True})
 
-    async def create_step(
-        self,
-        scenarioId: ScenarioId,
-        execCode: ExecCode,
-        title: Title = None,
-        order: Order = None,
-        timeoutSeconds: StepTimeout = None,
-    ) -> Answer:
+    @takes(StepInput, "step", ("execCode", "title", "order", "timeoutSeconds"))
+    async def create_step(self, scenarioId: ScenarioId, command: StepInput) -> Answer:
         """Add a step to a scenario: at `order` when given, else last. Returns the step with its id.
 
         `execCode` is executed code: Python that every run of the scenario executes in a worker process.
         """
         services = self._services()
-        body = given(execCode=execCode, title=title, order=order, timeoutSeconds=timeoutSeconds)
-        step = await services.scenarios.add_step(parse_id(scenarioId, "scenarioId"), body)
+        step = await services.scenarios.add_step(parse_id(scenarioId, "scenarioId"), command)
         return Answer(shape.step_json(services.converter, step))
 
-    async def update_step(
-        self,
-        scenarioId: ScenarioId,
-        stepId: StepId,
-        execCode: Annotated[str | None, Field(description="The step's new code (see create_step).")] = None,
-        title: Title = None,
-        order: Order = None,
-        timeoutSeconds: StepTimeout = None,
-        clear: StepClear = None,
-    ) -> Answer:
+    @takes(
+        StepInput,
+        "step",
+        ("execCode", "title", "order", "timeoutSeconds"),
+        patch=True,
+        clear=("title", "timeoutSeconds"),
+    )
+    async def update_step(self, scenarioId: ScenarioId, stepId: StepId, command: Patch[StepInput]) -> Answer:
         """Change some fields of a step; a new `order` moves it.
 
         `execCode` is executed code, as in create_step: every later run of the scenario executes it.
         """
         services = self._services()
-        body = changes(
-            given(execCode=execCode, title=title, order=order, timeoutSeconds=timeoutSeconds), clear
-        )
         step = await services.scenarios.update_step(
-            parse_id(scenarioId, "scenarioId"), parse_id(stepId, "stepId"), body
+            parse_id(scenarioId, "scenarioId"), parse_id(stepId, "stepId"), command
         )
         return Answer(shape.step_json(services.converter, step))
 
@@ -357,55 +360,34 @@ class ScenarioKitTools:
         await self._services().scenarios.delete_step(parse_id(scenarioId, "scenarioId"), ident)
         return Answer({"id": str(ident), "deleted": True})
 
-    async def list_environments(
-        self,
-        page: PageNumber = None,
-        limit: PageSize = None,
-        orderBy: EnvironmentOrder = None,
-        orderDir: OrderDir = None,
-        q: NameFilter = None,
-    ) -> Answer:
+    @lists(list_params(EnvironmentQuery), EnvironmentQuery.from_params)
+    async def list_environments(self, query: EnvironmentQuery) -> Answer:
         """List environments (data the steps read, e.g. the site's URL): {items, total, page, limit}."""
         services = self._services()
-        query = EnvironmentQuery.from_params(
-            query_params(page=page, limit=limit, orderBy=orderBy, orderDir=orderDir, q=q)
-        )
         found = await services.environments.list(query)
         return Answer(shape.page_json(found, lambda item: shape.environment_json(services.converter, item)))
 
-    async def create_environment(
-        self, name: Name, description: Description = None, data: Data = None
-    ) -> Answer:
+    @takes(EnvironmentInput, "environment", ("name", "description", "data"))
+    async def create_environment(self, command: EnvironmentInput) -> Answer:
         """Create an environment: the data a run's steps read, e.g. {"url": "https://staging.example.com"}."""
         services = self._services()
-        environment = await services.environments.create(given(name=name, description=description, data=data))
+        environment = await services.environments.create(command)
         return Answer(shape.environment_json(services.converter, environment))
 
+    @takes(
+        EnvironmentInput, "environment", ("name", "description", "data"), patch=True, clear=("description",)
+    )
     async def update_environment(
-        self,
-        environmentId: EnvironmentId,
-        name: NewName = None,
-        description: Description = None,
-        data: Data = None,
-        clear: EnvironmentClear = None,
+        self, environmentId: EnvironmentId, command: Patch[EnvironmentInput]
     ) -> Answer:
         """Change some fields of an environment; `data`, when given, replaces the stored object."""
         services = self._services()
-        body = changes({"name": name, "description": description, "data": data}, clear)
-        environment = await services.environments.update(parse_id(environmentId, "environmentId"), body)
+        environment = await services.environments.update(parse_id(environmentId, "environmentId"), command)
         return Answer(shape.environment_json(services.converter, environment))
 
+    @takes(RunInput, "run", ("scenarioId", "environmentId", "saveSession"))
     async def run_scenario(
-        self,
-        scenarioId: Annotated[
-            Any,
-            WithJsonSchema({"type": "string", "format": "uuid"}),
-            Field(description="Id (UUID) of the scenario to run."),
-        ],
-        environmentId: BodyEnvironmentId,
-        saveSession: SaveSession = False,
-        wait: Wait = False,
-        waitSeconds: WaitSeconds = DEFAULT_WAIT_SECONDS,
+        self, command: RunInput, wait: Wait = False, waitSeconds: WaitSeconds = DEFAULT_WAIT_SECONDS
     ) -> Answer:
         """Run a scenario in a fresh Chromium against an environment; the run starts `in_progress`.
 
@@ -414,9 +396,7 @@ class ScenarioKitTools:
         With `wait` the call returns once the run is `pass` or `fail`, with step results, error and log.
         """
         services = self._services()
-        run = await services.runs.create(
-            given(scenarioId=scenarioId, environmentId=environmentId, saveSession=saveSession)
-        )
+        run = await services.runs.create(command)
         if wait:
             detail = await services.runs.wait(run.id, waitSeconds, poll_seconds=WAIT_POLL_SECONDS)
         else:
@@ -430,11 +410,9 @@ class ScenarioKitTools:
             return Answer(data, (note,))
         return Answer(data)
 
-    async def get_run(
-        self, runId: RunId, q: LogFilter = None, page: PageNumber = None, limit: LogPageSize = None
-    ) -> Answer:
+    @lists(log_params(), LogQuery.from_params)
+    async def get_run(self, runId: RunId, query: LogQuery) -> Answer:
         """Read a run: status, error, step results, environment, saved session, and a page of its log."""
         services = self._services()
-        logs = LogQuery.from_params(query_params(page=page, limit=limit, q=q))
-        detail = await services.runs.get(parse_id(runId, "runId"), logs)
+        detail = await services.runs.get(parse_id(runId, "runId"), query)
         return Answer(shape.run_detail_json(services.converter, detail))

@@ -29,7 +29,7 @@ from scenariokit_server.settings import Settings
 DOCS_PATH = "/docs"
 OPENAPI_PATH = "/docs/openapi.json"
 DOCS_STATIC_PATH = "/docs/static"
-OPENAPI_VERSION = "3.0.3"
+OPENAPI_VERSION = schemas.OPENAPI_VERSION
 JSON = "application/json"
 YAML = "application/yaml"
 PROBLEM = "application/problem+json"

@@ -3,8 +3,12 @@
 Each shape is stated once, on its attrs class: :mod:`scenariokit.domain.model` for responses and
 :mod:`scenariokit.formats.inputs` for requests. :func:`schema_of` walks ``attrs.fields`` and the type
 hints and carries the attrs validators over as marshmallow validators, so the document shows the same
-bounds the converter enforces. The adjustments below mirror :mod:`scenariokit.formats.presenters` (what a
-response hides or adds). These schemas document; they validate nothing: the converter does.
+bounds the converter enforces, and a field's ``description`` from its attrs metadata. The adjustments
+below mirror :mod:`scenariokit.formats.presenters` (what a response hides or adds). These schemas
+document; they validate nothing: the converter does.
+
+The MCP tool parameters are the same schemas again (:func:`json_schema_of`, through apispec's own
+converter), so a tool states the bounds, required fields and descriptions REST states.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+from apispec import APISpec
+from apispec.ext.marshmallow import MarshmallowPlugin
 from marshmallow import Schema, fields, validate
 
 from scenariokit.domain import model
@@ -107,6 +113,8 @@ def schema_of(
         if field.name in exclude:
             continue
         validators, metadata = _validators(field)
+        if "description" in field.metadata:
+            metadata["description"] = field.metadata["description"]
         declared[field.name] = _field_of(
             hints[field.name],
             nested or {},
@@ -292,12 +300,18 @@ CredentialInput = schema_of(
     },
 )
 SnippetInput = schema_of(inputs.SnippetInput)
+#: RunInput as its attrs class states it; REST's body adds the ``scenario`` alias (below), MCP does not.
+RunCommand = schema_of(inputs.RunInput, name="RunCommand")
 RunInput = schema_of(
     inputs.RunInput,
-    exclude=("scenario_id", "environment_id"),
+    exclude=("scenario_id",),
     extra={
         "scenario_id": fields.UUID(
-            data_key="scenarioId", metadata={"description": "required unless `scenario` is given"}
+            data_key="scenarioId",
+            metadata={
+                "description": attrs.fields(inputs.RunInput).scenario_id.metadata["description"]
+                + " Required unless `scenario` is given."
+            },
         ),
         "scenario": fields.Raw(
             metadata={
@@ -316,6 +330,49 @@ RunInput = schema_of(
                 ],
             }
         ),
-        "environment_id": fields.UUID(data_key="environmentId", required=True),
     },
 )
+
+#: The request schema of each input class, as its attrs class states it.
+REQUESTS: dict[type, type[Schema]] = {
+    inputs.StepInput: StepInput,
+    inputs.LinkInput: LinkInput,
+    inputs.ScenarioInput: ScenarioInput,
+    inputs.StepOrderInput: StepOrderInput,
+    inputs.EnvironmentInput: EnvironmentInput,
+    inputs.CredentialInput: CredentialInput,
+    inputs.SnippetInput: SnippetInput,
+    inputs.RunInput: RunCommand,
+}
+
+OPENAPI_VERSION = "3.0.3"
+
+
+def json_schema_of(cls: type) -> dict[str, Any]:
+    """The JSON Schema (as MCP tools declare parameters) of input class ``cls``'s request schema.
+
+    apispec converts the schema exactly as it does for the OpenAPI document; the OpenAPI 3.0 words
+    are then said the JSON Schema way (``nullable``, a boolean ``exclusiveMinimum``) and nested
+    schemas are written in place of their ``$ref``.
+    """
+    plugin = MarshmallowPlugin()
+    spec = APISpec("scenariokit", "1", OPENAPI_VERSION, plugins=[plugin])
+    assert plugin.converter is not None  # set by APISpec when it takes the plugin
+    root = plugin.converter.schema2jsonschema(REQUESTS[cls])
+    components = spec.to_dict().get("components", {}).get("schemas", {})
+    return _as_json_schema(root, components)
+
+
+def _as_json_schema(node: Any, components: Mapping[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_as_json_schema(item, components) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        return _as_json_schema(components[node["$ref"].rsplit("/", 1)[-1]], components)
+    out = {key: _as_json_schema(value, components) for key, value in node.items()}
+    if out.pop("exclusiveMinimum", False) is True:
+        out["exclusiveMinimum"] = out.pop("minimum")
+    if out.pop("nullable", False) and "type" in out:
+        out["type"] = [out["type"], "null"]
+    return out

@@ -19,6 +19,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from api_support import Client, ClientFactory, assert_problem
 
+from json_services import json_services
 from scenariokit.services import RunSettings, Services
 from scenariokit.storage.opening import open_store
 from scenariokit.storage.ports import Store
@@ -63,7 +64,7 @@ def artifacts_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def services(api_store: Store, artifacts_dir: Path) -> Services:
     """The application services over the test store."""
-    return Services(api_store, settings=RunSettings(artifacts_dir=artifacts_dir))
+    return json_services(Services(api_store, settings=RunSettings(artifacts_dir=artifacts_dir)))
 
 
 @pytest.fixture
@@ -86,7 +87,7 @@ def make_client(
 
     async def start(app: web.Application | None = None, **overrides: Any) -> Client:
         if app is None:
-            app = create_app(Settings(**{**_fields(settings), **overrides}), services=services)
+            app = create_app(Settings(**{**_fields(settings), **overrides}), services=services.typed)
         app.on_response_prepare.append(_recorder(problems))
         server = TestServer(app)  # started here: aiohttp_client would drop the parser's options
         await server.start_server(**server_options())

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from api_support import API, Client, both_backends, problem_of
 from cryptography.fernet import Fernet
 
+from json_services import json_services
 from scenariokit.services import Services
 from scenariokit.storage.opening import open_store
 from scenariokit.storage.ports import Store
@@ -46,7 +47,7 @@ def _free_port() -> int:
 
 async def _store_a_secret(url: str) -> None:
     store = await open_store(url, secret_key="the key it was written with")
-    await Services(store).credentials.create({"name": "admin", "secret": "pw"})
+    await json_services(Services(store)).credentials.create({"name": "admin", "secret": "pw"})
     await store.close()
 
 

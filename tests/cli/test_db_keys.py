@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
+from json_services import json_services
 from scenariokit.cli import main
 from scenariokit.services import Services
 from scenariokit.storage.opening import open_store
@@ -19,7 +20,9 @@ from scenariokit.storage.sqlalchemy.tables import credentials
 async def _store_a_secret(url: str, key: str) -> None:
     store = await open_store(url, secret_key=key)
     try:
-        await Services(store).credentials.create({"name": "admin", "username": "u", "secret": "pw"})
+        await json_services(Services(store)).credentials.create(
+            {"name": "admin", "username": "u", "secret": "pw"}
+        )
     finally:
         await store.close()
 

@@ -18,6 +18,7 @@ from doc_blocks import ROOT, code_block
 from playwright.async_api import async_playwright
 
 import scenariokit
+from json_services import json_services
 from scenariokit.domain.job import RunJob
 from scenariokit.runner.browser import discover_browser
 from scenariokit.runner.plugin_hooks import PluginHooks
@@ -69,7 +70,7 @@ async def test_hook_storage_backend_serves_the_schemes_a_plugin_claims(tmp_path:
 
     store = await open_store("folder://checks", secret_key="k", plugin_manager=plugins)
     try:
-        services = Services(store, plugins=plugins)
+        services = json_services(Services(store, plugins=plugins))
         await services.environments.create({"name": "kept", "data": {}})
         assert [e.name for e in (await services.environments.list()).items] == ["kept"]
     finally:

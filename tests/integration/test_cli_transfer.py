@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from json_services import json_services
 from scenariokit.services import Services
 from scenariokit.storage.migrations import head_revision
 from scenariokit.storage.opening import open_store
@@ -29,7 +30,7 @@ async def source_db(tmp_path: Path) -> tuple[str, str]:
     """A SQLite database with an environment, a credential and a linked scenario of two steps."""
     url = f"sqlite:///{tmp_path / 'source.db'}"
     store = await open_store(url, secret_key="cli-secret")
-    services = Services(store)
+    services = json_services(Services(store))
     env = await services.environments.create({"name": "staging", "data": {"url": "http://127.0.0.1:9/"}})
     credential = await services.credentials.create({"name": "admin", "username": "root", "secret": "pw"})
     await services.scenarios.create(

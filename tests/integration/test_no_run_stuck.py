@@ -18,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
+from json_services import json_services
 from scenariokit.domain.model import Run, RunErrorKind, RunStatus, StepStatus
 from scenariokit.runner.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
@@ -164,7 +165,7 @@ async def test_a_failed_outcome_write_is_retried_until_it_is_stored(
     services: Services, store: SqlStore, run_settings: RunSettings
 ) -> None:
     faulty = FaultyStore(store, failures=2)
-    flaky = Services(faulty, settings=run_settings)  # type: ignore[arg-type]
+    flaky = json_services(Services(faulty, settings=run_settings))  # type: ignore[arg-type]
     scheduler = await _scheduler(flaky, finish_retry_delays=(0.2, 0.2, 0.2))
     try:
         run_id = await _queue(flaky)
@@ -181,7 +182,7 @@ async def test_an_outcome_that_never_stores_fails_the_run_instead_of_leaving_it_
     services: Services, store: SqlStore, run_settings: RunSettings
 ) -> None:
     faulty = FaultyStore(store, failures=1000, when=lambda run: run.status is RunStatus.PASS)
-    flaky = Services(faulty, settings=run_settings)  # type: ignore[arg-type]
+    flaky = json_services(Services(faulty, settings=run_settings))  # type: ignore[arg-type]
     scheduler = await _scheduler(flaky, finish_retry_delays=(0.1, 0.1))
     try:
         scenario_id, env_id = await _scenario(flaky)

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
-from scenariokit.domain.job import CredentialValue, RunJob, StepJob
-from scenariokit.domain.model import RunErrorKind
+import scenariokit.domain.job as domain_job
+import scenariokit.runner.stepcode as stepcode
+from scenariokit.domain import code as domain_code
+from scenariokit.domain.job import CredentialValue, RunJob, StepJob, compiled, step_job
+from scenariokit.domain.model import RunErrorKind, Step
 from scenariokit.runner.plugin_hooks import PluginHooks
 from scenariokit.runner.stepcode import (
     CredentialBook,
@@ -126,6 +129,14 @@ def test_helpers_env_is_the_environment_data() -> None:
     assert StepHelpers(job({"user": "bob", "retries": 3})).env == {"user": "bob", "retries": 3}
 
 
+def test_get_env_url_reads_the_data_as_given_no_environment_is_rebuilt() -> None:
+    """Data an environment's rules refuse today (a NaN) does not stop a run that asks for its URL."""
+    helpers = StepHelpers(job({"url": "http://u", "ratio": float("nan")}))
+    helpers.env["url"] = "http://changed"  # step code may edit helpers.env; the URL follows
+
+    assert helpers.getEnvUrl() == "http://changed"
+
+
 def test_plugin_helpers_are_added_but_never_replace_documented_names() -> None:
     helpers = StepHelpers(job({"url": "http://u"}), {"today": "2024-01-01", "env": "plugin's"})
 
@@ -167,6 +178,39 @@ def test_check_syntax_names_the_step_and_line_of_each_bad_step() -> None:
     assert [(p.step_id, p.order, p.lineno) for p in problems] == [(bad.id, 2, 2), (worse.id, 3, 1)]
     assert problems[0].describe() == "SyntaxError: '(' was never closed (line 2)"
     assert "'return' outside function" in problems[1].msg
+
+
+def _count_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    compiles: list[str] = []
+    real = domain_code.compile_step_code
+
+    def counting(code: str, filename: str) -> Any:
+        compiles.append(filename)
+        return real(code, filename)
+
+    monkeypatch.setattr(domain_job, "compile_step_code", counting)
+    monkeypatch.setattr(stepcode, "compile_step_code", counting)
+    return compiles
+
+
+async def test_a_job_step_is_compiled_once_and_the_runner_uses_that_compile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compiles = _count_compiles(monkeypatch)
+    good = step_job(Step(exec_code="import asyncio\nawait asyncio.sleep(0)\nlog('ran')", order=1))
+    bad = step_job(Step(exec_code="x = (", order=2))
+    assert compiles == ["<step 1>", "<step 2>"]
+    assert good.code is not None and good.syntax_error is None
+    assert bad.code is None and bad.syntax_error == (1, "'(' was never closed")
+
+    problems = check_syntax([good, bad])
+    assert compiled(good) is good
+    names, lines = namespace()
+    await names.run(compile_step(good))
+
+    assert [(p.step_id, p.lineno) for p in problems] == [(bad.id, 1)]
+    assert lines == [("info", "ran")]
+    assert compiles == ["<step 1>", "<step 2>"]  # the syntax check and the run compiled nothing more
 
 
 # --- failures ------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import uuid
 
 import attrs
 
+from json_services import json_services
 from scenariokit.domain.model import RunErrorKind, RunStatus
 from scenariokit.services import RunSettings, Services
 from scenariokit.storage.opening import open_store
@@ -32,7 +33,7 @@ async def test_concurrent_claimers_take_each_run_exactly_once(services: Services
             claimed.append(result[0].id)
 
     try:
-        await asyncio.gather(*(worker(f"w{i}", Services(s)) for i, s in enumerate(stores)))
+        await asyncio.gather(*(worker(f"w{i}", json_services(Services(s))) for i, s in enumerate(stores)))
     finally:
         for s in stores:
             await s.close()

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import sqlalchemy as sa
 
+from json_services import json_services
 from scenariokit.domain.job import RunFinished
 from scenariokit.domain.model import Run, RunErrorKind, RunStatus, Scenario, utcnow
 from scenariokit.plugins import get_plugin_manager, hookimpl
@@ -70,7 +71,7 @@ def _services(store: SqlStore, database_url: str) -> tuple[Services, _ReadsBack]
     manager = get_plugin_manager(load_entry_points=False)
     plugin = _ReadsBack(database_url)
     manager.register(plugin)
-    return Services(store, plugins=manager), plugin
+    return json_services(Services(store, plugins=manager)), plugin
 
 
 async def _queue(services: Services) -> uuid.UUID:

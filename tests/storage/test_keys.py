@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
+from json_services import json_services
 from scenariokit.domain.errors import SecretKeyError
 from scenariokit.domain.model import Session
 from scenariokit.formats.queries import CredentialQuery, SessionQuery
@@ -30,7 +31,7 @@ async def _fill(url: str, key: str) -> str:
     """Store a credential secret, a session token and a storage state with ``key``; the credential id."""
     store = await open_store(url, secret_key=key)
     try:
-        services = Services(store)
+        services = json_services(Services(store))
         credential = await services.credentials.create({"name": "admin", "username": "u", "secret": "pw-1"})
         async with store.unit_of_work() as uow:
             await uow.sessions.add(Session(name="s", token="tok-123", storage_state=STATE))

@@ -1,4 +1,7 @@
-"""Every model survives convert → store → load → convert unchanged, on SQLite and PostgreSQL."""
+"""Every model survives convert → store → load → convert unchanged, on SQLite and PostgreSQL.
+
+And every field of every aggregate survives the store alone, to the microsecond.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +20,9 @@ from scenariokit.domain.model import (
     Run,
     RunError,
     RunErrorKind,
+    RunLogEntry,
     RunStatus,
+    RunTimings,
     Scenario,
     Session,
     SessionStatus,
@@ -25,8 +30,10 @@ from scenariokit.domain.model import (
     Step,
     StepResult,
     StepStatus,
+    StepTiming,
 )
 from scenariokit.formats.convert import make_converter
+from scenariokit.formats.queries import LogQuery
 from scenariokit.storage.sqlalchemy import SqlStore
 
 # Text the databases can hold: no NUL (PostgreSQL refuses it in text) and no lone surrogates.
@@ -192,3 +199,105 @@ async def test_scenarios_and_runs_survive_convert_store_load_convert(
     assert loaded_run.duration_ms == 2000
     assert type(loaded_run.status) is RunStatus
     assert loaded_run.error is None or type(loaded_run.error.kind) is RunErrorKind
+
+
+def _every_field_set(value: object, path: str = "") -> list[str]:
+    """The fields of ``value`` (and of the attrs values inside it) left at a plain default."""
+    unset = []
+    for field in attrs.fields(type(value)):
+        inner = getattr(value, field.name)
+        where = f"{path}{type(value).__name__}.{field.name}"
+        if not isinstance(field.default, attrs.Factory) and inner == field.default:
+            unset.append(where)
+        for item in inner if isinstance(inner, tuple) else (inner,):
+            if attrs.has(type(item)):
+                unset += _every_field_set(item, f"{where}/")
+    return unset
+
+
+async def test_every_field_of_every_aggregate_survives_the_store(store: SqlStore) -> None:
+    """Stored and read back as they are (times to the microsecond): no field is dropped or reshaped."""
+    when = datetime(2025, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
+    later = when + timedelta(seconds=1, microseconds=7)
+    stamps = {"created_at": when, "updated_at": later}
+    environment = Environment(
+        name="env", description="d", data={"url": "http://127.0.0.1:1", "n": [1]}, **stamps
+    )
+    credential = Credential(name="cred", description="d", username="u", secret="s3cret", **stamps)
+    snippet = Snippet(alias="login", title="Log in", description="d", code="return 1", **stamps)
+    step = Step(exec_code="pass", order=2, title="t", timeout_seconds=2.5)
+    scenario = Scenario(
+        name="s",
+        description="d",
+        environment_id=environment.id,
+        timeout_seconds=60,
+        credentials=(CredentialLink(credential_id=credential.id, alias="admin"),),
+        steps=(step,),
+        **stamps,
+    )
+    session = Session(
+        name="held",
+        status=SessionStatus.CLOSED,
+        token="tok-123456789",
+        storage_state={"cookies": [{"name": "a", "value": "b"}], "origins": []},
+        run_id=uuid.uuid4(),
+        **stamps,
+    )
+    result = StepResult(
+        step_id=step.id,
+        order=2,
+        status=StepStatus.FAIL,
+        title="t",
+        started_at=when,
+        duration_ms=12,
+        error="boom",
+    )
+    timings = RunTimings(
+        queued_ms=1,
+        claim_ms=2,
+        job_to_worker_ms=3,
+        browser_ready_ms=4,
+        context_and_page_ms=5,
+        steps_ms=6,
+        steps=(StepTiming(step_id=step.id, order=2, duration_ms=6),),
+        after_steps_ms=7,
+        store_writes_ms=8,
+        browser_close_ms=9,
+    )
+    run = Run(
+        scenario_id=scenario.id,
+        environment_id=environment.id,
+        scenario_name="s",
+        save_session=True,
+        session_id=session.id,
+        source_session_id=uuid.uuid4(),
+        status=RunStatus.FAIL,
+        error=RunError(kind=RunErrorKind.ASSERTION, message="no", step_id=step.id),
+        step_results=(result,),
+        artifacts=("step-2.png", "trace.zip"),
+        created_at=when,
+        started_at=when,
+        finished_at=later,
+        timings=timings,
+    )
+    entry = RunLogEntry(run_id=run.id, message="hello", level="warning", step_id=step.id, at=later, seq=1)
+    for value in (environment, credential, snippet, scenario, session, run, entry):
+        assert _every_field_set(value) == []
+    async with store.unit_of_work() as uow:
+        await uow.environments.add(environment)
+        await uow.credentials.add(credential)
+        await uow.snippets.add(snippet)
+        await uow.scenarios.add(scenario)
+        await uow.sessions.add(session)
+        await uow.runs.add(run)
+        await uow.runs.append_logs([attrs.evolve(entry, seq=None)])
+        await uow.commit()
+    async with store.unit_of_work() as uow:
+        assert await uow.environments.get(environment.id) == environment
+        assert await uow.credentials.get(credential.id) == credential
+        assert await uow.snippets.get(snippet.id) == snippet
+        assert await uow.scenarios.get(scenario.id) == scenario
+        assert await uow.sessions.get(session.id) == session
+        assert await uow.runs.get(run.id) == run
+        (logged,) = (await uow.runs.list_logs(run.id, LogQuery())).items
+    assert logged == attrs.evolve(entry, seq=logged.seq) and logged.seq is not None

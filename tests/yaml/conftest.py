@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from transfer_records import FixtureSet, populate
 
+from json_services import json_services
 from scenariokit.services import Services
 from scenariokit.storage.opening import open_store
 from scenariokit.storage.sqlalchemy import SqlStore, unique_schema
@@ -27,7 +28,7 @@ async def lite(tmp_path: Path) -> AsyncIterator[Services]:
     """Services over a SQLite store, for the tests that need no second database."""
     store = await open_store(f"sqlite:///{tmp_path}/lite.db", secret_key="test-secret-key")
     try:
-        yield Services(store)
+        yield json_services(Services(store))
     finally:
         await store.close()
 
@@ -43,7 +44,7 @@ async def lite_other(tmp_path: Path) -> AsyncIterator[Services]:
     """A second SQLite store."""
     store = await open_store(f"sqlite:///{tmp_path}/lite-other.db", secret_key="another-secret-key")
     try:
-        yield Services(store)
+        yield json_services(Services(store))
     finally:
         await store.close()
 
@@ -58,7 +59,7 @@ async def other_services(database_url: str, tmp_path: Path) -> AsyncIterator[Ser
     store = await open_store(url, secret_key="another-secret-key")
     assert isinstance(store, SqlStore)
     try:
-        yield Services(store)
+        yield json_services(Services(store))
     finally:
         await store.drop_schema()
         await store.close()

@@ -1,12 +1,15 @@
 """What a worker process is given to execute, and what it reports back.
 
 A :class:`RunJob` is plain, picklable data: everything a run needs, resolved from the store before the
-run starts, so the worker process never touches the database. The worker reports progress as
-:class:`RunEvent` values; the scheduler writes them to the store as they arrive.
+run starts, so the worker process never touches the database. Its steps' code is compiled once, when
+the job is made (:func:`step_job`): the pool's syntax check and the worker use that compile. The
+worker reports progress as :class:`RunEvent` values; the scheduler writes them to the store as they
+arrive.
 """
 
 from __future__ import annotations
 
+import marshal
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +17,8 @@ from typing import Any, Literal
 
 import attrs
 
-from scenariokit.domain.model import RunError, StepResult, run_time_limit
+from scenariokit.domain.code import compile_step_code
+from scenariokit.domain.model import RunError, Step, StepResult, run_time_limit
 
 TraceMode = Literal["off", "on-failure", "always"]
 
@@ -28,6 +32,46 @@ class StepJob:
     title: str | None
     exec_code: str
     timeout_seconds: float
+    #: the code compiled by :func:`compiled`, as :mod:`marshal` bytes (a code object does not pickle);
+    #: None while nobody compiled it
+    code: bytes | None = attrs.field(default=None, repr=False)
+    #: ``(line, message)`` when that compile failed
+    syntax_error: tuple[int | None, str] | None = None
+
+    @property
+    def filename(self) -> str:
+        """The file name step code is compiled under, so tracebacks and messages name it: ``<step N>``."""
+        return f"<step {self.order}>"
+
+
+def compiled(step: StepJob) -> StepJob:
+    """``step`` with its code compiled, or with why it does not compile; as it is when already done.
+
+    The one compile of a step in a run: the worker loads this code instead of compiling again, and
+    the syntax check before a browser starts reads the outcome.
+    """
+    if step.code is not None or step.syntax_error is not None:
+        return step
+    try:
+        code = compile_step_code(step.exec_code, step.filename)
+    except SyntaxError as exc:
+        return attrs.evolve(step, syntax_error=(exc.lineno, str(exc.msg)))
+    except ValueError as exc:  # e.g. source code with a NUL byte
+        return attrs.evolve(step, syntax_error=(None, str(exc)))
+    return attrs.evolve(step, code=marshal.dumps(code))
+
+
+def step_job(step: Step) -> StepJob:
+    """What a worker needs of a scenario's step: its code compiled, its limit made explicit."""
+    return compiled(
+        StepJob(
+            id=step.id,
+            order=step.order,
+            title=step.title,
+            exec_code=step.exec_code,
+            timeout_seconds=step.effective_timeout,
+        )
+    )
 
 
 @attrs.frozen(repr=False)

@@ -11,9 +11,9 @@ import enum
 import math
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -297,13 +297,23 @@ class Environment:
     updated_at: datetime = attrs.field(factory=utcnow)
 
     def url(self, key: str | None = None) -> str:
-        """The URL step code asked for: ``data[key]``, else ``data["url"]``, else ``data["baseUrl"]``."""
-        for candidate in ([key] if key else []) + ["url", "baseUrl"]:
-            value = self.data.get(candidate)
-            if isinstance(value, str) and value:
-                return value
-        tried = ", ".join(repr(k) for k in ([key] if key else []) + ["url", "baseUrl"])
-        raise LookupError(f"environment {self.name!r} has no URL: tried data keys {tried}")
+        """The URL step code asked for (see :func:`environment_url`)."""
+        return environment_url(self.name, self.data, key)
+
+
+def environment_url(name: str, data: Mapping[str, Any], key: str | None = None) -> str:
+    """The URL step code asked for: ``data[key]``, else ``data["url"]``, else ``data["baseUrl"]``.
+
+    A function of the data alone, so a worker holding an environment's name and data asks it without
+    building (and validating) an :class:`Environment`. LookupError names the keys tried.
+    """
+    candidates = ([key] if key else []) + ["url", "baseUrl"]
+    for candidate in candidates:
+        value = data.get(candidate)
+        if isinstance(value, str) and value:
+            return value
+    tried = ", ".join(repr(k) for k in candidates)
+    raise LookupError(f"environment {name!r} has no URL: tried data keys {tried}")
 
 
 @reports_every_field
@@ -385,6 +395,35 @@ class StepResult:
     started_at: datetime | None = None
     duration_ms: int | None = None
     error: str | None = None
+
+
+class StepRef(Protocol):
+    """What a run's outcome needs of a step: a scenario's :class:`Step`, or the step a worker was given."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def order(self) -> int: ...
+
+    @property
+    def title(self) -> str | None: ...
+
+
+def skip_remaining(steps: Iterable[StepRef], results: Iterable[StepResult]) -> tuple[StepResult, ...]:
+    """The step results of a run that has ended: every step without a result of its own is ``skipped``.
+
+    The one statement of that rule, for every way a run ends: in its worker, killed by its parent, a
+    pool that failed, a lease that ran out. Each step keeps its last result; a result for a step not
+    listed (the scenario was edited or deleted meanwhile) is kept too, since it happened. In step order.
+    """
+    by_step = {result.step_id: result for result in results}
+    skipped = [
+        StepResult(step_id=step.id, order=step.order, status=StepStatus.SKIPPED, title=step.title)
+        for step in steps
+        if step.id not in by_step
+    ]
+    return tuple(sorted([*by_step.values(), *skipped], key=lambda result: result.order))
 
 
 @attrs.frozen

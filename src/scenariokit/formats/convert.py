@@ -8,11 +8,12 @@ its JSON path, ready for a 400 body.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import re
 import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
@@ -147,6 +148,100 @@ def _rename_overrides(cls: type) -> dict[str, Any]:
     }
 
 
+class _Unset:
+    """The value of a field a PATCH does not name (None is a value a PATCH may give)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset()
+
+
+def _unless_unset(validator: Callable[..., Any]) -> Callable[..., Any]:
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not UNSET:
+            validator(instance, attribute, value)
+
+    return check
+
+
+@functools.cache
+def changes_class(cls: type) -> type:
+    """``cls`` with every field optional (absent: :data:`UNSET`) and the same rules for a given one.
+
+    The structuring target of ``Patch[cls]``: cattrs checks the fields a PATCH names with the hooks
+    and validators of the full input, so a bad value gets the same words at the same JSON path.
+    """
+    hints = typing.get_type_hints(cls)
+    these = {
+        field.name: attrs.field(
+            default=UNSET,
+            validator=_unless_unset(field.validator) if field.validator else None,
+            type=hints[field.name],
+            metadata=field.metadata,
+        )
+        for field in attrs.fields(cls)
+    }
+    changes = attrs.make_class(f"{cls.__name__}Changes", these, frozen=True, repr=False)
+    return model.reports_every_field(changes)
+
+
+def _is_patch(kind: Any) -> bool:
+    return typing.get_origin(kind) is inputs.Patch
+
+
+def _patch_structure(kind: Any, converter: cattrs.Converter) -> Callable[[Any, Any], inputs.Patch[Any]]:
+    (target,) = typing.get_args(kind)
+    changes = changes_class(target)
+    structure: Callable[[Any, Any], Any] = make_dict_structure_fn(
+        changes, converter, _cattrs_forbid_extra_keys=True, **_rename_overrides(changes)
+    )
+
+    def patch(value: Any, _: Any) -> inputs.Patch[Any]:
+        given = structure(value, changes)
+        return inputs.Patch(
+            {
+                field.name: value
+                for field in attrs.fields(changes)
+                if (value := getattr(given, field.name)) is not UNSET
+            }
+        )
+
+    return patch
+
+
+def _scenario_alias(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's ``scenario`` (an id, or the ``{"id", "name"}`` object a run answers) as ``scenarioId``."""
+    body = {key: value for key, value in data.items() if key != "scenario"}
+    scenario = data["scenario"]
+    if isinstance(scenario, Mapping):
+        unknown = sorted(set(scenario) - {"id", "name"})
+        if "id" not in scenario or unknown:
+            raise FieldErrors(
+                [FieldError(f"scenario.{key}", "unknown field") for key in unknown]
+                or [FieldError("scenario.id", "is required")]
+            )
+        scenario = scenario["id"]
+    if "scenarioId" in data and data["scenarioId"] != scenario:
+        raise FieldError("scenario", "names another scenario than scenarioId; give one")
+    return {**body, "scenarioId": scenario}
+
+
+def _run_input_structure(converter: cattrs.Converter) -> Callable[[Any, Any], inputs.RunInput]:
+    """RunInput's hook: camelCase names, and the ``scenario`` alias of ``scenarioId`` resolved first."""
+    structure = make_dict_structure_fn(
+        inputs.RunInput, converter, _cattrs_forbid_extra_keys=True, **_rename_overrides(inputs.RunInput)
+    )
+
+    def run_input(value: Any, kind: Any) -> inputs.RunInput:
+        if isinstance(value, Mapping) and "scenario" in value:
+            value = _scenario_alias(value)
+        return structure(value, kind)
+
+    return run_input
+
+
 def make_converter() -> cattrs.Converter:
     """A converter for scenariokit's JSON shapes: camelCase keys, UUID strings, ISO timestamps.
 
@@ -172,6 +267,8 @@ def make_converter() -> cattrs.Converter:
             cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
         )
         converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **overrides))
+    converter.register_structure_hook(inputs.RunInput, _run_input_structure(converter))
+    converter.register_structure_hook_factory(_is_patch, partial(_patch_structure, converter=converter))
     return converter
 
 

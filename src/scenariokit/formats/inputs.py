@@ -7,12 +7,19 @@ value is refused before anything is stored. The service layer turns them into do
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
 
 import attrs
 
 from scenariokit.domain.code import valid_snippet_code, valid_step_code
+from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.model import (
+    DEFAULT_STEP_TIMEOUT_SECONDS,
+    MAX_TIMEOUT_SECONDS,
+    NAME_MAX,
+    FieldError,
+    FieldErrors,
     json_object,
     reports_every_field,
     required_text,
@@ -22,15 +29,51 @@ from scenariokit.domain.model import (
 )
 
 
+def _about(description: str) -> dict[str, str]:
+    """Field metadata: the description OpenAPI and the MCP tool parameters show for a field."""
+    return {"description": description}
+
+
+def _time_limit(description: str) -> Any:
+    """An optional time limit in seconds, by the model's rule (greater than 0, at most the maximum)."""
+    return attrs.field(default=None, validator=valid_timeout, metadata=_about(description))
+
+
+_NAME = _about(f"A name of 1 to {NAME_MAX} characters.")
+_DESCRIPTION = _about("Free text describing it.")
+_ENVIRONMENT_ID = _about("Id (UUID) of the environment whose `data` the steps read through `helpers`.")
+
+EXEC_CODE_ABOUT = (
+    "The step's code: Python with top-level `await`, using Playwright's async API. In scope: `page`, "
+    "`context`, `browser`, `expect` (Playwright's assertions), `helpers` (`helpers.env` is the "
+    "environment's data; `helpers.getEnvUrl(key=None)` returns data[key], else data['url'], else "
+    "data['baseUrl']; `helpers.credentials[alias]` has `username` and `secret`), "
+    "`await runSnippet(alias, args)` and `log(message)`; `print` also writes to the run log. "
+    "A failed assertion or an exception fails the step. Example: "
+    "`await page.goto(helpers.getEnvUrl())` then "
+    "`await expect(page.get_by_text('Hello')).to_be_visible()` on the next line."
+)
+
+
 @reports_every_field
 @attrs.frozen
 class StepInput:
     """A step to create, or the full new state of one (PUT)."""
 
-    exec_code: str = attrs.field(validator=valid_step_code)
-    title: str | None = None
-    order: int | None = attrs.field(default=None, validator=attrs.validators.optional(valid_order))
-    timeout_seconds: float | None = attrs.field(default=None, validator=valid_timeout)
+    exec_code: str = attrs.field(validator=valid_step_code, metadata=_about(EXEC_CODE_ABOUT))
+    title: str | None = attrs.field(
+        default=None, metadata=_about("A short label for the step, shown in run results.")
+    )
+    order: int | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(valid_order),
+        metadata=_about("Position of the step, from 1; the steps from there on move down. Default: last."),
+    )
+    timeout_seconds: float | None = _time_limit(
+        f"The step's time limit in seconds: greater than 0, at most {MAX_TIMEOUT_SECONDS} "
+        f"(default {DEFAULT_STEP_TIMEOUT_SECONDS:g}). A step over its limit fails the run with error "
+        "kind `timeout`."
+    )
     id: uuid.UUID | None = None
 
 
@@ -55,11 +98,16 @@ class StepOrderInput:
 class ScenarioInput:
     """A scenario to create, or the full new state of one (PUT)."""
 
-    name: str = attrs.field(validator=required_text)
-    description: str | None = None
-    environment_id: uuid.UUID | None = None
-    timeout_seconds: float | None = attrs.field(default=None, validator=valid_timeout)
-    steps: tuple[StepInput, ...] | None = None
+    name: str = attrs.field(validator=required_text, metadata=_NAME)
+    description: str | None = attrs.field(default=None, metadata=_DESCRIPTION)
+    environment_id: uuid.UUID | None = attrs.field(default=None, metadata=_ENVIRONMENT_ID)
+    timeout_seconds: float | None = _time_limit(
+        f"The whole run's time limit in seconds: greater than 0, at most {MAX_TIMEOUT_SECONDS}. "
+        "Without one a run may take the sum of its steps' limits."
+    )
+    steps: tuple[StepInput, ...] | None = attrs.field(
+        default=None, metadata=_about("The scenario's steps, run in `order` (else in the order given).")
+    )
     credentials: tuple[LinkInput, ...] | None = None
 
 
@@ -68,9 +116,16 @@ class ScenarioInput:
 class EnvironmentInput:
     """An environment to create, or the full new state of one."""
 
-    name: str = attrs.field(validator=required_text)
-    description: str | None = None
-    data: dict[str, Any] = attrs.field(factory=dict, validator=json_object)
+    name: str = attrs.field(validator=required_text, metadata=_NAME)
+    description: str | None = attrs.field(default=None, metadata=_DESCRIPTION)
+    data: dict[str, Any] = attrs.field(
+        factory=dict,
+        validator=json_object,
+        metadata=_about(
+            "Any JSON object the steps read as `helpers.env`; put the site's base URL under `url` for "
+            "`helpers.getEnvUrl()`. An update replaces the whole object."
+        ),
+    )
 
 
 @reports_every_field
@@ -100,9 +155,51 @@ class SnippetInput:
 
 @attrs.frozen
 class RunInput:
-    """A run to queue: which scenario, against which environment, and how."""
+    """A run to queue: which scenario, against which environment, and how.
 
-    scenario_id: uuid.UUID
-    environment_id: uuid.UUID | None = None
-    save_session: bool = False
-    session_id: uuid.UUID | None = None
+    JSON may name the scenario as ``scenario`` instead (an id, or the ``{id, name}`` object a run
+    answers): an alias the converter resolves (:mod:`scenariokit.formats.convert`).
+    """
+
+    scenario_id: uuid.UUID = attrs.field(metadata=_about("Id (UUID) of the scenario to run."))
+    environment_id: uuid.UUID = attrs.field(metadata=_ENVIRONMENT_ID)
+    save_session: bool = attrs.field(
+        default=False,
+        metadata=_about(
+            "Keep the browser session (cookies, localStorage) as session `run-<runId>` when the run ends."
+        ),
+    )
+    session_id: uuid.UUID | None = attrs.field(
+        default=None, metadata=_about("Start from this saved session's cookies and storage.")
+    )
+
+
+I = TypeVar("I")  # noqa: E741 - the input type a patch changes
+
+
+@attrs.frozen(repr=False)
+class Patch(Generic[I]):
+    """A partial update (PATCH) of an ``I``: the fields given, each already checked by ``I``'s rules.
+
+    The converter structures JSON into ``Patch[I]`` (fields not named are simply absent); the service
+    lays it over the stored record's current input in the same unit of work that writes the result.
+    """
+
+    changes: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def __repr__(self) -> str:
+        # Names only: a credential's patch may carry its secret.
+        return f"Patch(fields={sorted(self.changes)!r})"
+
+    def applied_to(self, current: I) -> I:
+        """``current`` with the given fields replaced, checked again as a whole.
+
+        A patch built by hand (not structured from JSON) is checked here: a broken rule is a
+        ``ValidationError`` naming the field, as from the converter.
+        """
+        try:
+            return attrs.evolve(current, **self.changes)  # type: ignore[misc]
+        except FieldErrors as exc:
+            raise ValidationError("invalid update", exc.errors) from None
+        except FieldError as exc:
+            raise ValidationError("invalid update", {exc.field: exc.message}) from None

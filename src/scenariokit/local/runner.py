@@ -29,6 +29,7 @@ import pluggy
 
 from scenariokit.domain.errors import Conflict, NotFound, ScenarioKitError, TooLarge, ValidationError
 from scenariokit.domain.model import Run, RunError, RunErrorKind, RunStatus, utcnow
+from scenariokit.formats.inputs import RunInput
 from scenariokit.formats.queries import LogQuery
 from scenariokit.kit import Kit, open_kit
 from scenariokit.local.outcomes import FileResult, ScenarioOutcome, outcome_of
@@ -147,8 +148,7 @@ class LocalRunner:
             if entry.environment_id in loaded.absent_environment_ids:
                 raise ScenarioFileError(
                     f"{path}: scenario {entry.name!r} runs against environment {entry.environment_id}, "
-                    "which the file does not hold: choose one by name or give an environment file "
-                    + _CHOOSE
+                    "which the file does not hold: choose one by name or give an environment file " + _CHOOSE
                 )
             if entry.environment_id is not None:
                 return entry.environment_id
@@ -197,8 +197,8 @@ class LocalRunner:
         await self.kit.start_runner()
         scenario_id = loaded.scenario_id(entry)
         scenario = await self.kit.scenarios.get(scenario_id)
-        run = await self.kit.runs.create(
-            {"scenarioId": str(scenario_id), "environmentId": str(environment_id)}
+        run = await self.kit.services.runs.create(
+            RunInput(scenario_id=scenario_id, environment_id=environment_id)
         )
         finished = await self._follow(run, scenario.run_timeout, on_progress)
         detail = await self.kit.runs.get(run.id, LogQuery(limit=LOG_LINES))

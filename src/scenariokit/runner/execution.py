@@ -25,6 +25,7 @@ from scenariokit.domain.job import (
     StepFinished,
     StepJob,
     StepStarted,
+    compiled,
 )
 from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
 from scenariokit.runner.plugin_hooks import PluginHooks
@@ -116,7 +117,8 @@ class RunExecution:
         The run's browser is left to the caller (closing it need not delay the next run): it comes back
         as the session to hold when the run saved its session, else as the browser to close.
         """
-        job = self.job
+        # compiled once: a job from the store comes compiled; any other is compiled here, not per use
+        self.job = job = attrs.evolve(self.job, steps=tuple(compiled(step) for step in self.job.steps))
         started = self._mark("received")
         problems = check_syntax(job.steps)
         if problems:

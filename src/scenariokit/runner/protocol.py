@@ -27,7 +27,7 @@ from scenariokit.domain.job import (
     StepFinished,
     StepJob,
 )
-from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
+from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, skip_remaining, utcnow
 from scenariokit.runner.stepcode import SyntaxProblem, mask_secrets
 
 # --- parent → worker -----------------------------------------------------------------------------
@@ -184,17 +184,10 @@ def finished_run(
     error: RunError | None = None,
 ) -> RunFinished:
     """The run's outcome: the given step results, every other step ``skipped``, in step order."""
-    by_step = {result.step_id: result for result in results}
-    complete = [
-        by_step.get(step.id)
-        or StepResult(step_id=step.id, order=step.order, status=StepStatus.SKIPPED, title=step.title)
-        for step in job.steps
-    ]
-    complete.sort(key=lambda result: result.order)
     return RunFinished(
         status="fail" if error else "pass",
         error=error,
-        step_results=tuple(complete),
+        step_results=skip_remaining(job.steps, results),
         started_at=started_at,
         finished_at=utcnow(),
     )

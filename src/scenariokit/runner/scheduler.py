@@ -35,8 +35,7 @@ from scenariokit.domain.model import (
     RunErrorKind,
     RunLogEntry,
     RunTimings,
-    StepResult,
-    StepStatus,
+    skip_remaining,
     utcnow,
 )
 from scenariokit.runner.browser import BrowserConfig
@@ -427,10 +426,7 @@ class Scheduler:
         return RunFinished(
             status="fail",
             error=RunError(kind=RunErrorKind.ERROR, message=message),
-            step_results=tuple(
-                StepResult(step_id=s.id, order=s.order, title=s.title, status=StepStatus.SKIPPED)
-                for s in job.steps
-            ),
+            step_results=skip_remaining(job.steps, ()),
             started_at=now,
             finished_at=now,
         )

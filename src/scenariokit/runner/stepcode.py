@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import marshal
 import sys
 import types
 import uuid
@@ -20,8 +21,8 @@ from typing import Any, NamedTuple, Protocol
 from playwright.async_api import expect
 
 from scenariokit.domain.code import compile_snippet_code, compile_step_code
-from scenariokit.domain.job import CredentialValue, RunJob, StepJob
-from scenariokit.domain.model import Environment, RunErrorKind
+from scenariokit.domain.job import CredentialValue, RunJob, StepJob, compiled
+from scenariokit.domain.model import RunErrorKind, environment_url
 from scenariokit.runner.masking import MASK, mask_text
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -60,24 +61,27 @@ class SyntaxProblem(NamedTuple):
 
 def step_filename(step: StepJob) -> str:
     """The file name step code is compiled under; tracebacks name it."""
-    return f"<step {step.order}>"
+    return step.filename
 
 
 def compile_step(step: StepJob) -> types.CodeType:
-    """Step code compiled with top-level ``await`` allowed. Raises :class:`SyntaxError`."""
+    """Step code compiled with top-level ``await`` allowed: the job's own compile when it has one.
+
+    Raises :class:`SyntaxError`.
+    """
+    if step.code is not None:
+        code: types.CodeType = marshal.loads(step.code)  # made by domain.job.compiled, in this interpreter
+        return code
     return compile_step_code(step.exec_code, step_filename(step))
 
 
 def check_syntax(steps: Sequence[StepJob]) -> list[SyntaxProblem]:
-    """Every step whose code does not compile, in step order."""
+    """Every step whose code does not compile, in step order (read from the job's compile when it has one)."""
     problems = []
     for step in sorted(steps, key=lambda s: s.order):
-        try:
-            compile_step(step)
-        except SyntaxError as exc:
-            problems.append(SyntaxProblem(step.id, step.order, exc.lineno, exc.msg))
-        except ValueError as exc:  # e.g. source code with a NUL byte
-            problems.append(SyntaxProblem(step.id, step.order, None, str(exc)))
+        error = compiled(step).syntax_error
+        if error is not None:
+            problems.append(SyntaxProblem(step.id, step.order, *error))
     return problems
 
 
@@ -153,14 +157,14 @@ class StepHelpers:
     def __init__(self, job: RunJob, extras: Mapping[str, Any] | None = None) -> None:
         self.env: dict[str, Any] = dict(job.env_data)
         self.credentials = CredentialBook(job.credentials)
-        self._environment = Environment(name=job.env_name or "environment", data=self.env)
+        self._env_name = job.env_name or "environment"
         for name, value in (extras or {}).items():
             if not hasattr(self, name):  # a plugin may add names, not replace the documented ones
                 setattr(self, name, value)
 
     def getEnvUrl(self, key: str | None = None) -> str:
         """``env[key]``, else ``env["url"]``, else ``env["baseUrl"]``; LookupError naming the keys tried."""
-        return self._environment.url(key)
+        return environment_url(self._env_name, self.env, key)
 
     get_env_url = getEnvUrl
 

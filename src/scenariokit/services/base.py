@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 import attrs
 import cattrs
 import pluggy
 
 from scenariokit.domain.errors import NotFound, ValidationError
-from scenariokit.formats.convert import make_converter, structure_input
+from scenariokit.formats.convert import make_converter
 from scenariokit.plugins import HookRelay
 from scenariokit.storage.ports import Store, UnitOfWork
 
@@ -86,12 +85,6 @@ class Context:
         except TypeError:
             return factory()
 
-    def structure(self, data: T | Mapping[str, Any], cls: type[T], *, what: str | None = None) -> T:
-        """``data`` as a ``cls``: an instance passes through, decoded JSON is checked field by field."""
-        if isinstance(data, cls):
-            return data
-        return structure_input(self.converter, data, cls, what=what)
-
 
 class ServiceBase:
     """A group of use cases over one context."""
@@ -110,12 +103,3 @@ def require(item: T | None, kind: str, ident: object) -> T:
 def missing_reference(field: str, kind: str, ident: object) -> ValidationError:
     """The 400 for a body that names a record which does not exist."""
     return ValidationError(f"{field} refers to a missing {kind}", {field: f"no {kind} with id {ident}"})
-
-
-def merge_patch(current: Mapping[str, Any], changes: Any, *, what: str) -> dict[str, Any]:
-    """The writable JSON of a record with a partial update laid over it."""
-    if not isinstance(changes, Mapping):
-        raise ValidationError(f"the {what} must be a JSON object", {"$": "must be a JSON object"})
-    merged = dict(current)
-    merged.update(changes)
-    return merged

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 import attrs
 
 from scenariokit.domain.errors import Conflict, NotFound
 from scenariokit.domain.model import Credential, Environment, Session, Snippet, utcnow
-from scenariokit.formats.inputs import CredentialInput, EnvironmentInput, SnippetInput
+from scenariokit.formats.inputs import CredentialInput, EnvironmentInput, Patch, SnippetInput
 from scenariokit.formats.queries import (
     CredentialQuery,
     EnvironmentQuery,
@@ -21,7 +20,7 @@ from scenariokit.formats.queries import (
 )
 from scenariokit.storage.ports import Repository, UnitOfWork
 
-from .base import ServiceBase, merge_patch, require
+from .base import ServiceBase, require
 
 T = TypeVar("T")
 I = TypeVar("I")  # noqa: E741 - the input type
@@ -66,9 +65,13 @@ class _Crud(ServiceBase, Generic[T, I, Q]):
         async with self.ctx.uow(readonly=True) as uow:
             return require(await self.repo(uow).get(ident), self.kind, ident)
 
-    async def create(self, data: I | Mapping[str, Any]) -> T:
+    def input_of(self, record: T) -> I:
+        """The input that would write ``record``'s writable fields as they are (what a PATCH changes)."""
+        command: I = self.input_type(**{name: getattr(record, name) for name in self.writable})
+        return command
+
+    async def create(self, command: I) -> T:
         """Create a record."""
-        command = self.ctx.structure(data, self.input_type, what=self.kind)
         record = self.build(command, None)
         async with self.ctx.uow() as uow:
             await self.check(uow, record, None)
@@ -76,14 +79,13 @@ class _Crud(ServiceBase, Generic[T, I, Q]):
             await uow.commit()
         return record
 
-    async def replace(self, ident: uuid.UUID, data: I | Mapping[str, Any]) -> T:
+    async def replace(self, ident: uuid.UUID, command: I) -> T:
         """Replace a record (PUT)."""
-        command = self.ctx.structure(data, self.input_type, what=self.kind)
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, ident)
             return await self._write(uow, command, old)
 
-    async def update(self, ident: uuid.UUID, changes: Mapping[str, Any]) -> T:
+    async def update(self, ident: uuid.UUID, patch: Patch[I]) -> T:
         """Change some fields of a record (PATCH); fields not named keep their value.
 
         Read, merge and write happen in one unit of work with the record locked, so two PATCHes of
@@ -91,9 +93,7 @@ class _Crud(ServiceBase, Generic[T, I, Q]):
         """
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, ident)
-            current = {k: v for k, v in self.ctx.converter.unstructure(old).items() if k in self.writable}
-            merged = merge_patch(current, changes, what=self.kind)
-            command: I = self.ctx.structure(merged, self.input_type, what=self.kind)
+            command = patch.applied_to(self.input_of(old))
             return await self._write(uow, command, old)
 
     async def _locked(self, uow: UnitOfWork, ident: uuid.UUID) -> T:

@@ -7,15 +7,14 @@ import builtins
 import logging
 import re
 import uuid
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import attrs
 
 from scenariokit.domain.errors import Conflict, NotFound, ScenarioKitError, ValidationError
-from scenariokit.domain.job import CredentialValue, RunFinished, RunJob, SessionSaved, StepJob
+from scenariokit.domain.job import CredentialValue, RunFinished, RunJob, SessionSaved, step_job
 from scenariokit.domain.model import (
     Run,
     RunError,
@@ -27,7 +26,7 @@ from scenariokit.domain.model import (
     Session,
     SessionStatus,
     StepResult,
-    StepStatus,
+    skip_remaining,
     utcnow,
 )
 from scenariokit.formats.inputs import RunInput
@@ -46,13 +45,8 @@ class RunService(ServiceBase):
 
     # --- callers' side -------------------------------------------------------------------------
 
-    async def create(self, data: RunInput | Mapping[str, Any]) -> Run:
+    async def create(self, command: RunInput) -> Run:
         """Queue a run of a scenario against an environment; it starts ``in_progress``."""
-        if isinstance(data, Mapping) and "scenario" in data:
-            data = _scenario_given_as_reference(data)
-        command = self.ctx.structure(data, RunInput, what="run")
-        if command.environment_id is None:
-            raise ValidationError("environmentId is required", {"environmentId": "is required"})
         async with self.ctx.uow() as uow:
             scenario = await uow.scenarios.get(command.scenario_id)
             if scenario is None:
@@ -219,16 +213,7 @@ class RunService(ServiceBase):
             run_id=run.id,
             scenario_id=scenario.id,
             scenario_name=scenario.name,
-            steps=tuple(
-                StepJob(
-                    id=s.id,
-                    order=s.order,
-                    title=s.title,
-                    exec_code=s.exec_code,
-                    timeout_seconds=s.effective_timeout,
-                )
-                for s in scenario.steps
-            ),
+            steps=tuple(step_job(step) for step in scenario.steps),
             env_name=environment.name,
             env_data=dict(environment.data),
             credentials=tuple(
@@ -413,17 +398,11 @@ class RunService(ServiceBase):
         """Write ``run`` as failed (steps not yet done ``skipped``) in ``uow``; the caller commits."""
         now = utcnow()
         scenario = await uow.scenarios.get(run.scenario_id)
-        done = {r.step_id for r in run.step_results}
-        skipped = tuple(
-            StepResult(step_id=s.id, order=s.order, title=s.title, status=StepStatus.SKIPPED)
-            for s in (scenario.steps if scenario else ())
-            if s.id not in done
-        )
         finished = attrs.evolve(
             run,
             status=RunStatus.FAIL,
             error=RunError(kind=kind, message=message),
-            step_results=run.step_results + skipped,
+            step_results=skip_remaining(scenario.steps if scenario else (), run.step_results),
             started_at=run.started_at or now,
             finished_at=now,
         )
@@ -434,21 +413,6 @@ class RunService(ServiceBase):
         """Fire ``run_finished`` once the outcome is committed (call it after the unit of work)."""
         if scenario is not None:
             self.ctx.hooks.run_finished(run=run, scenario=scenario)
-
-
-def _scenario_given_as_reference(data: Mapping[str, Any]) -> dict[str, Any]:
-    """``scenario`` as an id, or as the ``{"id", "name"}`` object a run answers, made ``scenarioId``."""
-    body = {key: value for key, value in data.items() if key != "scenario"}
-    scenario = data["scenario"]
-    if isinstance(scenario, Mapping):
-        unknown = sorted(set(scenario) - {"id", "name"})
-        if "id" not in scenario or unknown:
-            errors = {f"scenario.{key}": "unknown field" for key in unknown} or {"scenario.id": "is required"}
-            raise ValidationError("invalid run", errors)
-        scenario = scenario["id"]
-    if "scenarioId" in data and data["scenarioId"] != scenario:
-        raise ValidationError("invalid run", {"scenario": "names another scenario than scenarioId; give one"})
-    return {**body, "scenarioId": scenario}
 
 
 async def _with_links(uow: UnitOfWork, page: Page[Run]) -> Page[RunDetail]:

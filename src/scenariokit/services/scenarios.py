@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -11,14 +11,11 @@ import attrs
 from scenariokit.domain.errors import Conflict, NotFound, ValidationError
 from scenariokit.domain.model import CredentialLink, RunStatus, Scenario, Step, utcnow
 from scenariokit.formats.convert import errors_of
-from scenariokit.formats.inputs import LinkInput, ScenarioInput, StepInput, StepOrderInput
+from scenariokit.formats.inputs import LinkInput, Patch, ScenarioInput, StepInput, StepOrderInput
 from scenariokit.formats.queries import Page, RunQuery, ScenarioQuery
 from scenariokit.storage.ports import UnitOfWork
 
-from .base import ServiceBase, merge_patch, missing_reference, require
-
-_SCENARIO_FIELDS = ("name", "description", "environmentId", "timeoutSeconds")
-_STEP_FIELDS = ("execCode", "title", "order", "timeoutSeconds")
+from .base import ServiceBase, missing_reference, require
 
 
 def build_steps(inputs: Sequence[StepInput], *, keep_ids: bool = True) -> tuple[Step, ...]:
@@ -115,9 +112,8 @@ class ScenarioService(ServiceBase):
         async with self.ctx.uow(readonly=True) as uow:
             return await self._get(uow, scenario_id)
 
-    async def create(self, data: ScenarioInput | Mapping[str, Any]) -> Scenario:
+    async def create(self, command: ScenarioInput) -> Scenario:
         """Create a scenario, with its steps and credential links when given."""
-        command = self.ctx.structure(data, ScenarioInput, what="scenario")
         scenario = self.scenario_from_input(command)
         async with self.ctx.uow() as uow:
             await self._check_references(uow, command.environment_id, command.credentials)
@@ -127,9 +123,8 @@ class ScenarioService(ServiceBase):
             await uow.commit()
         return scenario
 
-    async def replace(self, scenario_id: uuid.UUID, data: ScenarioInput | Mapping[str, Any]) -> Scenario:
+    async def replace(self, scenario_id: uuid.UUID, command: ScenarioInput) -> Scenario:
         """Replace a scenario's fields (PUT); its steps and links too when the body gives them."""
-        command = self.ctx.structure(data, ScenarioInput, what="scenario")
         async with self.ctx.uow() as uow:
             return await self._replace(uow, await self._locked(uow, scenario_id), command)
 
@@ -142,18 +137,21 @@ class ScenarioService(ServiceBase):
             new = attrs.evolve(new, steps=build_steps(kept))
         return await self._save(uow, old, new)
 
-    async def update(self, scenario_id: uuid.UUID, changes: Mapping[str, Any]) -> Scenario:
+    async def update(self, scenario_id: uuid.UUID, patch: Patch[ScenarioInput]) -> Scenario:
         """Change some fields of a scenario (PATCH); fields not named keep their value.
 
         Read, merge and write happen in one unit of work with the scenario locked, so two PATCHes of
-        different fields both survive.
+        different fields both survive. Steps and links change only when the patch gives them.
         """
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
-            current = {k: v for k, v in self.ctx.converter.unstructure(old).items() if k in _SCENARIO_FIELDS}
-            merged = merge_patch(current, changes, what="scenario")
-            command = self.ctx.structure(merged, ScenarioInput, what="scenario")
-            return await self._replace(uow, old, command)
+            current = ScenarioInput(
+                name=old.name,
+                description=old.description,
+                environment_id=old.environment_id,
+                timeout_seconds=old.timeout_seconds,
+            )
+            return await self._replace(uow, old, patch.applied_to(current))
 
     async def delete(self, scenario_id: uuid.UUID) -> None:
         """Delete a scenario with its steps, credential links and finished runs.
@@ -200,9 +198,8 @@ class ScenarioService(ServiceBase):
         placed.insert(position, step)
         return renumber(placed)
 
-    async def add_step(self, scenario_id: uuid.UUID, data: StepInput | Mapping[str, Any]) -> Step:
+    async def add_step(self, scenario_id: uuid.UUID, command: StepInput) -> Step:
         """Add a step: at ``order`` when given (later steps move down), else at the end."""
-        command = self.ctx.structure(data, StepInput, what="step")
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
             step = self._step(command)
@@ -210,11 +207,8 @@ class ScenarioService(ServiceBase):
             saved = await self._save(uow, old, attrs.evolve(old, steps=steps))
         return require(saved.step(step.id), "step", step.id)
 
-    async def replace_step(
-        self, scenario_id: uuid.UUID, step_id: uuid.UUID, data: StepInput | Mapping[str, Any]
-    ) -> Step:
+    async def replace_step(self, scenario_id: uuid.UUID, step_id: uuid.UUID, command: StepInput) -> Step:
         """Replace a step (PUT); a new ``order`` moves it."""
-        command = self.ctx.structure(data, StepInput, what="step")
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
             return await self._replace_step(uow, old, step_id, command)
@@ -229,17 +223,18 @@ class ScenarioService(ServiceBase):
         saved = await self._save(uow, old, attrs.evolve(old, steps=self._insert(others, step, order)))
         return require(saved.step(step_id), "step", step_id)
 
-    async def update_step(
-        self, scenario_id: uuid.UUID, step_id: uuid.UUID, changes: Mapping[str, Any]
-    ) -> Step:
+    async def update_step(self, scenario_id: uuid.UUID, step_id: uuid.UUID, patch: Patch[StepInput]) -> Step:
         """Change some fields of a step (PATCH), read and written under one lock of its scenario."""
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
             step = require(old.step(step_id), "step", step_id)
-            current = {k: v for k, v in self.ctx.converter.unstructure(step).items() if k in _STEP_FIELDS}
-            merged = merge_patch(current, changes, what="step")
-            command = self.ctx.structure(merged, StepInput, what="step")
-            return await self._replace_step(uow, old, step_id, command)
+            current = StepInput(
+                exec_code=step.exec_code,
+                title=step.title,
+                order=step.order,
+                timeout_seconds=step.timeout_seconds,
+            )
+            return await self._replace_step(uow, old, step_id, patch.applied_to(current))
 
     async def delete_step(self, scenario_id: uuid.UUID, step_id: uuid.UUID) -> None:
         """Delete a step; the steps after it move up."""
@@ -249,11 +244,8 @@ class ScenarioService(ServiceBase):
             steps = renumber([s for s in old.steps if s.id != step_id])
             await self._save(uow, old, attrs.evolve(old, steps=steps))
 
-    async def reorder_steps(
-        self, scenario_id: uuid.UUID, data: StepOrderInput | Mapping[str, Any]
-    ) -> tuple[Step, ...]:
+    async def reorder_steps(self, scenario_id: uuid.UUID, command: StepOrderInput) -> tuple[Step, ...]:
         """Put the steps in the order of ``stepIds`` (every step id, once) and number them 1..n."""
-        command = self.ctx.structure(data, StepOrderInput, what="step order")
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
             by_id = {step.id: step for step in old.steps}
@@ -273,11 +265,8 @@ class ScenarioService(ServiceBase):
         """The credentials linked to a scenario, with their aliases."""
         return (await self.get(scenario_id)).credentials
 
-    async def link_credential(
-        self, scenario_id: uuid.UUID, data: LinkInput | Mapping[str, Any]
-    ) -> CredentialLink:
+    async def link_credential(self, scenario_id: uuid.UUID, command: LinkInput) -> CredentialLink:
         """Link a credential under an alias (unique within the scenario)."""
-        command = self.ctx.structure(data, LinkInput, what="credential link")
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
             if await uow.credentials.get(command.credential_id) is None:

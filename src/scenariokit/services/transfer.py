@@ -17,6 +17,7 @@ import attrs
 
 from scenariokit.domain.errors import Conflict, ValidationError
 from scenariokit.domain.model import Scenario, utcnow
+from scenariokit.formats.convert import structure_input
 from scenariokit.formats.inputs import CredentialInput, EnvironmentInput, ScenarioInput, SnippetInput
 from scenariokit.formats.yaml_io import (
     KINDS,
@@ -240,7 +241,7 @@ class TransferService(ServiceBase):
                     refusals.add(entity, "id", f"the same {kind} id is in {first.where} (line {first.line})")
                 ids.setdefault((kind, ident), entity)
             try:
-                command: Any = self.ctx.structure(entity.data, _INPUTS[kind], what=kind)
+                command: Any = structure_input(self.ctx.converter, entity.data, _INPUTS[kind], what=kind)
                 if kind == "scenario":
                     command = attrs.evolve(
                         command, steps=command.steps or (), credentials=command.credentials or ()

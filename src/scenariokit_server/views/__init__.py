@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
@@ -18,9 +18,11 @@ from multidict import MultiMapping
 
 from scenariokit.domain.errors import InvalidQuery, ValidationError
 from scenariokit.domain.json_values import decode_json
-from scenariokit.formats.convert import UNSTORABLE, UNSTORABLE_MESSAGE, unstorable_path
+from scenariokit.formats.convert import UNSTORABLE, UNSTORABLE_MESSAGE, structure_input, unstorable_path
+from scenariokit_server import keys
 
 API_PREFIX = "/api/v1"
+T = TypeVar("T")
 
 
 def path_id(request: web.Request, name: str = "id") -> uuid.UUID:
@@ -47,6 +49,14 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     if bad is not None:
         raise ValidationError("the request body holds unstorable text", {bad or "$": UNSTORABLE_MESSAGE})
     return data
+
+
+async def body_as(request: web.Request, cls: type[T], what: str) -> T:
+    """The JSON body as the typed command ``cls`` the service takes (``Patch[...]`` for a PATCH).
+
+    One structuring, by the application's converter: a bad field is a 400 naming its JSON path.
+    """
+    return structure_input(keys.services(request).converter, await json_body(request), cls, what=what)
 
 
 def query_params(request: web.Request) -> MultiMapping[str]:

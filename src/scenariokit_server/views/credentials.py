@@ -5,10 +5,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from scenariokit.formats import presenters as shape
+from scenariokit.formats.inputs import CredentialInput, Patch
 from scenariokit.formats.queries import CredentialQuery
 from scenariokit_server import keys, schemas
 from scenariokit_server.openapi import list_params, operation
-from scenariokit_server.views import API_PREFIX, created, json_body, no_content, ok, path_id, query_params
+from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id, query_params
 
 
 @operation(
@@ -33,7 +34,7 @@ async def list_credentials(request: web.Request) -> web.Response:
 async def create_credential(request: web.Request) -> web.Response:
     """Create a credential."""
     services = keys.services(request)
-    credential = await services.credentials.create(await json_body(request))
+    credential = await services.credentials.create(await body_as(request, CredentialInput, "credential"))
     location = f"{API_PREFIX}/credentials/{credential.id}"
     return created(shape.credential_json(services.converter, credential), location)
 
@@ -59,7 +60,9 @@ async def get_credential(request: web.Request) -> web.Response:
 async def patch_credential(request: web.Request) -> web.Response:
     """Partial update."""
     services = keys.services(request)
-    credential = await services.credentials.update(path_id(request), await json_body(request))
+    credential = await services.credentials.update(
+        path_id(request), await body_as(request, Patch[CredentialInput], "credential")
+    )
     return ok(shape.credential_json(services.converter, credential))
 
 
@@ -74,7 +77,9 @@ async def patch_credential(request: web.Request) -> web.Response:
 async def put_credential(request: web.Request) -> web.Response:
     """Full update."""
     services = keys.services(request)
-    credential = await services.credentials.replace(path_id(request), await json_body(request))
+    credential = await services.credentials.replace(
+        path_id(request), await body_as(request, CredentialInput, "credential")
+    )
     return ok(shape.credential_json(services.converter, credential))
 
 

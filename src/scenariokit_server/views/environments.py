@@ -5,10 +5,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from scenariokit.formats import presenters as shape
+from scenariokit.formats.inputs import EnvironmentInput, Patch
 from scenariokit.formats.queries import EnvironmentQuery
 from scenariokit_server import keys, schemas
 from scenariokit_server.openapi import list_params, operation
-from scenariokit_server.views import API_PREFIX, created, json_body, no_content, ok, path_id, query_params
+from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id, query_params
 
 
 @operation(
@@ -36,7 +37,7 @@ async def list_environments(request: web.Request) -> web.Response:
 async def create_environment(request: web.Request) -> web.Response:
     """Create an environment."""
     services = keys.services(request)
-    environment = await services.environments.create(await json_body(request))
+    environment = await services.environments.create(await body_as(request, EnvironmentInput, "environment"))
     location = f"{API_PREFIX}/environments/{environment.id}"
     return created(shape.environment_json(services.converter, environment), location)
 
@@ -59,7 +60,9 @@ async def get_environment(request: web.Request) -> web.Response:
 async def patch_environment(request: web.Request) -> web.Response:
     """Partial update: fields not named keep their value (``data`` is replaced whole)."""
     services = keys.services(request)
-    environment = await services.environments.update(path_id(request), await json_body(request))
+    environment = await services.environments.update(
+        path_id(request), await body_as(request, Patch[EnvironmentInput], "environment")
+    )
     return ok(shape.environment_json(services.converter, environment))
 
 
@@ -73,7 +76,9 @@ async def patch_environment(request: web.Request) -> web.Response:
 async def put_environment(request: web.Request) -> web.Response:
     """Full update."""
     services = keys.services(request)
-    environment = await services.environments.replace(path_id(request), await json_body(request))
+    environment = await services.environments.replace(
+        path_id(request), await body_as(request, EnvironmentInput, "environment")
+    )
     return ok(shape.environment_json(services.converter, environment))
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from scenariokit.domain.errors import NotFound
+from scenariokit.formats.inputs import LinkInput
 from scenariokit_server import keys, schemas
 from scenariokit_server.openapi import operation
-from scenariokit_server.views import API_PREFIX, created, json_body, no_content, ok, path_id
+from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id
 
 
 @operation(
@@ -36,7 +37,9 @@ async def create_link(request: web.Request) -> web.Response:
     """Link a credential to a scenario."""
     services = keys.services(request)
     scenario_id = path_id(request)
-    link = await services.scenarios.link_credential(scenario_id, await json_body(request))
+    link = await services.scenarios.link_credential(
+        scenario_id, await body_as(request, LinkInput, "credential link")
+    )
     location = f"{API_PREFIX}/scenarios/{scenario_id}/credentials/{link.credential_id}"
     return created(services.converter.unstructure(link), location)
 

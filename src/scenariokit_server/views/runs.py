@@ -8,10 +8,11 @@ import uuid
 from aiohttp import web
 
 from scenariokit.formats import presenters as shape
+from scenariokit.formats.inputs import RunInput
 from scenariokit.formats.queries import LogQuery, RunQuery
 from scenariokit_server import keys, schemas
 from scenariokit_server.openapi import BINARY, list_params, log_params, operation
-from scenariokit_server.views import API_PREFIX, created, json_body, ok, path_id, query_params
+from scenariokit_server.views import API_PREFIX, body_as, created, ok, path_id, query_params
 
 _ARTIFACT_TYPES = {".png": "image/png", ".zip": "application/zip"}
 
@@ -40,7 +41,7 @@ async def list_runs(request: web.Request) -> web.Response:
 )
 async def create_run(request: web.Request) -> web.Response:
     """Queue a run of a scenario against an environment."""
-    run = await keys.services(request).runs.create(await json_body(request))
+    run = await keys.services(request).runs.create(await body_as(request, RunInput, "run"))
     return created(await _detail(request, run.id), f"{API_PREFIX}/run/{run.id}")
 
 

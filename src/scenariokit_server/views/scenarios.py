@@ -5,10 +5,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from scenariokit.formats import presenters as shape
+from scenariokit.formats.inputs import Patch, ScenarioInput
 from scenariokit.formats.queries import RunQuery, ScenarioQuery
 from scenariokit_server import keys, schemas
 from scenariokit_server.openapi import list_params, operation
-from scenariokit_server.views import API_PREFIX, created, json_body, no_content, ok, path_id, query_params
+from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id, query_params
 
 
 @operation("scenarios", "List scenarios", response=schemas.ScenarioPage, params=list_params(ScenarioQuery))
@@ -31,7 +32,7 @@ async def list_scenarios(request: web.Request) -> web.Response:
 async def create_scenario(request: web.Request) -> web.Response:
     """Create a scenario, with its steps and credential links when given."""
     services = keys.services(request)
-    scenario = await services.scenarios.create(await json_body(request))
+    scenario = await services.scenarios.create(await body_as(request, ScenarioInput, "scenario"))
     return created(shape.scenario_json(services.converter, scenario), f"{API_PREFIX}/scenarios/{scenario.id}")
 
 
@@ -58,7 +59,9 @@ async def get_scenario(request: web.Request) -> web.Response:
 async def patch_scenario(request: web.Request) -> web.Response:
     """Partial update: fields not named keep their value."""
     services = keys.services(request)
-    scenario = await services.scenarios.update(path_id(request), await json_body(request))
+    scenario = await services.scenarios.update(
+        path_id(request), await body_as(request, Patch[ScenarioInput], "scenario")
+    )
     return ok(shape.scenario_json(services.converter, scenario))
 
 
@@ -73,7 +76,9 @@ async def patch_scenario(request: web.Request) -> web.Response:
 async def put_scenario(request: web.Request) -> web.Response:
     """Full update."""
     services = keys.services(request)
-    scenario = await services.scenarios.replace(path_id(request), await json_body(request))
+    scenario = await services.scenarios.replace(
+        path_id(request), await body_as(request, ScenarioInput, "scenario")
+    )
     return ok(shape.scenario_json(services.converter, scenario))
 
 

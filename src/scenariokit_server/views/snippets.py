@@ -5,10 +5,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from scenariokit.formats import presenters as shape
+from scenariokit.formats.inputs import Patch, SnippetInput
 from scenariokit.formats.queries import SnippetQuery
 from scenariokit_server import keys, schemas
 from scenariokit_server.openapi import list_params, operation
-from scenariokit_server.views import API_PREFIX, created, json_body, no_content, ok, path_id, query_params
+from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id, query_params
 
 
 @operation("snippets", "List snippets", response=schemas.SnippetPage, params=list_params(SnippetQuery))
@@ -31,7 +32,7 @@ async def list_snippets(request: web.Request) -> web.Response:
 async def create_snippet(request: web.Request) -> web.Response:
     """Create a snippet."""
     services = keys.services(request)
-    snippet = await services.snippets.create(await json_body(request))
+    snippet = await services.snippets.create(await body_as(request, SnippetInput, "snippet"))
     return created(shape.snippet_json(services.converter, snippet), f"{API_PREFIX}/snippets/{snippet.id}")
 
 
@@ -53,7 +54,9 @@ async def get_snippet(request: web.Request) -> web.Response:
 async def patch_snippet(request: web.Request) -> web.Response:
     """Partial update."""
     services = keys.services(request)
-    snippet = await services.snippets.update(path_id(request), await json_body(request))
+    snippet = await services.snippets.update(
+        path_id(request), await body_as(request, Patch[SnippetInput], "snippet")
+    )
     return ok(shape.snippet_json(services.converter, snippet))
 
 
@@ -67,7 +70,9 @@ async def patch_snippet(request: web.Request) -> web.Response:
 async def put_snippet(request: web.Request) -> web.Response:
     """Full update."""
     services = keys.services(request)
-    snippet = await services.snippets.replace(path_id(request), await json_body(request))
+    snippet = await services.snippets.replace(
+        path_id(request), await body_as(request, SnippetInput, "snippet")
+    )
     return ok(shape.snippet_json(services.converter, snippet))
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from scenariokit.formats import presenters as shape
+from scenariokit.formats.inputs import Patch, StepInput, StepOrderInput
 from scenariokit_server import keys, schemas
 from scenariokit_server.openapi import operation
-from scenariokit_server.views import API_PREFIX, created, json_body, no_content, ok, path_id
+from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id
 
 
 @operation(
@@ -33,7 +34,7 @@ async def create_step(request: web.Request) -> web.Response:
     """Add a step to a scenario."""
     services = keys.services(request)
     scenario_id = path_id(request)
-    step = await services.scenarios.add_step(scenario_id, await json_body(request))
+    step = await services.scenarios.add_step(scenario_id, await body_as(request, StepInput, "step"))
     location = f"{API_PREFIX}/scenarios/{scenario_id}/steps/{step.id}"
     return created(shape.step_json(services.converter, step), location)
 
@@ -57,7 +58,9 @@ async def patch_step(request: web.Request) -> web.Response:
     """Partial update of a step; a new ``order`` moves it."""
     services = keys.services(request)
     scenario_id, step_id = path_id(request), path_id(request, "stepId")
-    step = await services.scenarios.update_step(scenario_id, step_id, await json_body(request))
+    step = await services.scenarios.update_step(
+        scenario_id, step_id, await body_as(request, Patch[StepInput], "step")
+    )
     return ok(shape.step_json(services.converter, step))
 
 
@@ -68,7 +71,9 @@ async def put_step(request: web.Request) -> web.Response:
     """Full update of a step; a new ``order`` moves it."""
     services = keys.services(request)
     scenario_id, step_id = path_id(request), path_id(request, "stepId")
-    step = await services.scenarios.replace_step(scenario_id, step_id, await json_body(request))
+    step = await services.scenarios.replace_step(
+        scenario_id, step_id, await body_as(request, StepInput, "step")
+    )
     return ok(shape.step_json(services.converter, step))
 
 
@@ -90,5 +95,7 @@ async def delete_step(request: web.Request) -> web.Response:
 async def reorder_steps(request: web.Request) -> web.Response:
     """Put the steps in the given order."""
     services = keys.services(request)
-    steps = await services.scenarios.reorder_steps(path_id(request), await json_body(request))
+    steps = await services.scenarios.reorder_steps(
+        path_id(request), await body_as(request, StepOrderInput, "step order")
+    )
     return ok([shape.step_json(services.converter, step) for step in steps])

@@ -1,12 +1,12 @@
 """Repositories over SQLAlchemy Core: rows in, domain objects out.
 
-Sort keys reach SQL only through the column maps below, after the query object checked them; every
-sort ends with the primary key so pages never skip or repeat a row.
+Rows and values map through each repository's :class:`~.rows.RowMap` (columns named after fields,
+values read without validators). Sort keys reach SQL only through the column maps below, after the
+query object checked them; every sort ends with the primary key so pages never skip or repeat a row.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -20,18 +20,14 @@ from scenariokit.domain.model import (
     CredentialLink,
     Environment,
     Run,
-    RunError,
     RunLogEntry,
     RunStatus,
-    RunTimings,
     Scenario,
     Session,
     SessionStatus,
     Snippet,
     Step,
-    StepResult,
 )
-from scenariokit.formats.convert import make_converter
 from scenariokit.formats.queries import (
     CredentialQuery,
     EnvironmentQuery,
@@ -47,17 +43,10 @@ from scenariokit.storage import ports
 from scenariokit.storage.secrets import SecretBox
 
 from . import tables as t
+from .rows import Encrypted, RowMap
 
 T = TypeVar("T")
 Q = TypeVar("Q", bound=ListQuery)
-_converter = None
-
-
-def _json() -> Any:
-    global _converter  # built on first use, never at import
-    if _converter is None:
-        _converter = make_converter()
-    return _converter
 
 
 def _like(text: str) -> str:
@@ -69,6 +58,7 @@ class _TableRepository(Generic[T, Q]):
     """What every repository shares: get, list with paging, add, update, delete by id."""
 
     table: ClassVar[sa.Table]
+    row_map: ClassVar[RowMap[Any]]
     order_columns: ClassVar[Mapping[str, str]]
     search_columns: ClassVar[tuple[str, ...]] = ("name",)
 
@@ -76,12 +66,12 @@ class _TableRepository(Generic[T, Q]):
         self.conn = conn
         self.box = box
 
-    # translation, per table
     def to_row(self, item: T) -> dict[str, Any]:
-        raise NotImplementedError
+        return self.row_map.to_row(item, self.box)
 
     def from_row(self, row: sa.Row[Any]) -> T:
-        raise NotImplementedError
+        item: T = self.row_map.from_row(row, self.box)
+        return item
 
     async def _load(self, rows: Sequence[sa.Row[Any]]) -> list[T]:
         return [self.from_row(row) for row in rows]
@@ -154,27 +144,8 @@ _NAMED_ORDER = {"name": "name", "createdAt": "created_at", "updatedAt": "updated
 
 class EnvironmentRepository(_TableRepository[Environment, EnvironmentQuery], ports.EnvironmentRepository):
     table = t.environments
+    row_map = RowMap(Environment, t.environments)
     order_columns = _NAMED_ORDER
-
-    def to_row(self, item: Environment) -> dict[str, Any]:
-        return {
-            "id": item.id,
-            "name": item.name,
-            "description": item.description,
-            "data": item.data,
-            "created_at": item.created_at,
-            "updated_at": item.updated_at,
-        }
-
-    def from_row(self, row: sa.Row[Any]) -> Environment:
-        return Environment(
-            id=row.id,
-            name=row.name,
-            description=row.description,
-            data=dict(row.data or {}),
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-        )
 
     async def in_use(self, ident: uuid.UUID) -> bool:
         stmt = sa.select(sa.literal(1)).where(t.scenarios.c.environment_id == ident).limit(1)
@@ -183,35 +154,8 @@ class EnvironmentRepository(_TableRepository[Environment, EnvironmentQuery], por
 
 class CredentialRepository(_TableRepository[Credential, CredentialQuery], ports.CredentialRepository):
     table = t.credentials
+    row_map = RowMap(Credential, t.credentials, columns={"secret": Encrypted("secret_encrypted")})
     order_columns = _NAMED_ORDER
-
-    def to_row(self, item: Credential) -> dict[str, Any]:
-        return {
-            "id": item.id,
-            "name": item.name,
-            "description": item.description,
-            "username": item.username,
-            "secret_encrypted": self.box.encrypt(item.secret) if item.secret else None,
-            "created_at": item.created_at,
-            "updated_at": item.updated_at,
-        }
-
-    def from_row(self, row: sa.Row[Any]) -> Credential:
-        return Credential(
-            id=row.id,
-            name=row.name,
-            description=row.description,
-            username=row.username,
-            secret=(
-                self.box.decrypt(
-                    row.secret_encrypted, what=f"the secret of credential {row.id} ({row.name!r})"
-                )
-                if row.secret_encrypted
-                else None
-            ),
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-        )
 
     async def linked_scenarios(self, ident: uuid.UUID) -> int:
         stmt = sa.select(sa.func.count()).where(t.scenario_credentials.c.credential_id == ident)
@@ -220,30 +164,9 @@ class CredentialRepository(_TableRepository[Credential, CredentialQuery], ports.
 
 class SnippetRepository(_TableRepository[Snippet, SnippetQuery], ports.SnippetRepository):
     table = t.snippets
+    row_map = RowMap(Snippet, t.snippets)
     order_columns = {"alias": "alias", "title": "title", "createdAt": "created_at", "updatedAt": "updated_at"}
     search_columns = ("alias", "title")
-
-    def to_row(self, item: Snippet) -> dict[str, Any]:
-        return {
-            "id": item.id,
-            "alias": item.alias,
-            "title": item.title,
-            "description": item.description,
-            "code": item.code,
-            "created_at": item.created_at,
-            "updated_at": item.updated_at,
-        }
-
-    def from_row(self, row: sa.Row[Any]) -> Snippet:
-        return Snippet(
-            id=row.id,
-            alias=row.alias,
-            title=row.title,
-            description=row.description,
-            code=row.code,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-        )
 
     async def get_by_alias(self, alias: str) -> Snippet | None:
         row = (await self.conn.execute(sa.select(self.table).where(self.table.c.alias == alias))).first()
@@ -256,37 +179,15 @@ class SnippetRepository(_TableRepository[Snippet, SnippetQuery], ports.SnippetRe
 
 class SessionRepository(_TableRepository[Session, SessionQuery], ports.SessionRepository):
     table = t.sessions
+    row_map = RowMap(
+        Session,
+        t.sessions,
+        columns={
+            "token": Encrypted("token_encrypted"),
+            "storage_state": Encrypted("storage_state_encrypted", as_json=True),
+        },
+    )
     order_columns = {"name": "name", "status": "status", "createdAt": "created_at"}
-
-    def to_row(self, item: Session) -> dict[str, Any]:
-        state = json.dumps(item.storage_state) if item.storage_state is not None else None
-        return {
-            "id": item.id,
-            "name": item.name,
-            "status": item.status.value,
-            "token_encrypted": self.box.encrypt(item.token) if item.token else None,
-            "storage_state_encrypted": self.box.encrypt(state) if state is not None else None,
-            "run_id": item.run_id,
-            "created_at": item.created_at,
-            "updated_at": item.updated_at,
-        }
-
-    def from_row(self, row: sa.Row[Any]) -> Session:
-        state = row.storage_state_encrypted
-        return Session(
-            id=row.id,
-            name=row.name,
-            status=SessionStatus(row.status),
-            token=self.box.decrypt(row.token_encrypted, what=f"the token of session {row.id}")
-            if row.token_encrypted
-            else None,
-            storage_state=json.loads(self.box.decrypt(state, what=f"the storage state of session {row.id}"))
-            if state
-            else None,
-            run_id=row.run_id,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-        )
 
     async def delete(self, ident: uuid.UUID) -> bool:
         # What a foreign key ON DELETE SET NULL would do (runs.session_id has none): no run names a
@@ -304,22 +205,17 @@ class SessionRepository(_TableRepository[Session, SessionQuery], ports.SessionRe
         return int(result.rowcount or 0)
 
 
+#: a scenario's children: a step's ``order`` is its row's ``position``
+_STEP_ROWS = RowMap(Step, t.steps, columns={"order": "position"})
+_LINK_ROWS = RowMap(CredentialLink, t.scenario_credentials)
+
+
 class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.ScenarioRepository):
     """Scenarios are written with their steps and links; lists load both in two batched queries."""
 
     table = t.scenarios
+    row_map = RowMap(Scenario, t.scenarios, elsewhere=("steps", "credentials"))
     order_columns = _NAMED_ORDER
-
-    def to_row(self, item: Scenario) -> dict[str, Any]:
-        return {
-            "id": item.id,
-            "name": item.name,
-            "description": item.description,
-            "environment_id": item.environment_id,
-            "timeout_seconds": item.timeout_seconds,
-            "created_at": item.created_at,
-            "updated_at": item.updated_at,
-        }
 
     async def _load(self, rows: Sequence[sa.Row[Any]]) -> list[Scenario]:
         if not rows:
@@ -330,35 +226,17 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
         step_rows = await self.conn.execute(
             sa.select(t.steps).where(t.steps.c.scenario_id.in_(ids)).order_by(t.steps.c.position)
         )
-        for s in step_rows:
-            steps[s.scenario_id].append(
-                Step(
-                    id=s.id,
-                    order=s.position,
-                    title=s.title,
-                    exec_code=s.exec_code,
-                    timeout_seconds=s.timeout_seconds,
-                )
-            )
+        for row in step_rows:
+            steps[row.scenario_id].append(_STEP_ROWS.from_row(row, self.box))
         link_rows = await self.conn.execute(
             sa.select(t.scenario_credentials)
             .where(t.scenario_credentials.c.scenario_id.in_(ids))
             .order_by(t.scenario_credentials.c.position, t.scenario_credentials.c.alias)
         )
-        for link in link_rows:
-            links[link.scenario_id].append(CredentialLink(credential_id=link.credential_id, alias=link.alias))
+        for row in link_rows:
+            links[row.scenario_id].append(_LINK_ROWS.from_row(row, self.box))
         return [
-            Scenario(
-                id=row.id,
-                name=row.name,
-                description=row.description,
-                environment_id=row.environment_id,
-                timeout_seconds=row.timeout_seconds,
-                steps=tuple(steps[row.id]),
-                credentials=tuple(links[row.id]),
-                created_at=row.created_at,
-                updated_at=row.updated_at,
-            )
+            self.row_map.from_row(row, self.box, steps=tuple(steps[row.id]), credentials=tuple(links[row.id]))
             for row in rows
         ]
 
@@ -370,28 +248,13 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
         if item.steps:
             await self.conn.execute(
                 sa.insert(t.steps),
-                [
-                    {
-                        "id": step.id,
-                        "scenario_id": item.id,
-                        "position": step.order,
-                        "title": step.title,
-                        "exec_code": step.exec_code,
-                        "timeout_seconds": step.timeout_seconds,
-                    }
-                    for step in item.steps
-                ],
+                [{**_STEP_ROWS.to_row(step, self.box), "scenario_id": item.id} for step in item.steps],
             )
         if item.credentials:
             await self.conn.execute(
                 sa.insert(t.scenario_credentials),
                 [
-                    {
-                        "scenario_id": item.id,
-                        "credential_id": link.credential_id,
-                        "alias": link.alias,
-                        "position": i,
-                    }
+                    {**_LINK_ROWS.to_row(link, self.box), "scenario_id": item.id, "position": i}
                     for i, link in enumerate(item.credentials)
                 ],
             )
@@ -421,8 +284,12 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
         return owners
 
 
+_LOG_ROWS = RowMap(RunLogEntry, t.run_logs)
+
+
 class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
     table = t.runs
+    row_map = RowMap(Run, t.runs)
     order_columns = {"createdAt": "created_at", "status": "status", "scenario.name": "scenario_name"}
 
     def _filters(self, query: RunQuery) -> list[sa.ColumnElement[bool]]:
@@ -432,46 +299,6 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         if query.scenario_id is not None:
             filters.append(self.table.c.scenario_id == query.scenario_id)
         return filters
-
-    def to_row(self, item: Run) -> dict[str, Any]:
-        conv = _json()
-        return {
-            "id": item.id,
-            "scenario_id": item.scenario_id,
-            "scenario_name": item.scenario_name,
-            "environment_id": item.environment_id,
-            "save_session": item.save_session,
-            "session_id": item.session_id,
-            "source_session_id": item.source_session_id,
-            "status": item.status.value,
-            "error": conv.unstructure(item.error) if item.error else None,
-            "step_results": [conv.unstructure(result) for result in item.step_results],
-            "artifacts": list(item.artifacts),
-            "created_at": item.created_at,
-            "started_at": item.started_at,
-            "finished_at": item.finished_at,
-            "timings": conv.unstructure(item.timings) if item.timings else None,
-        }
-
-    def from_row(self, row: sa.Row[Any]) -> Run:
-        conv = _json()
-        return Run(
-            id=row.id,
-            scenario_id=row.scenario_id,
-            scenario_name=row.scenario_name,
-            environment_id=row.environment_id,
-            save_session=row.save_session,
-            session_id=row.session_id,
-            source_session_id=row.source_session_id,
-            status=RunStatus(row.status),
-            error=conv.structure(row.error, RunError) if row.error else None,
-            step_results=tuple(conv.structure(result, StepResult) for result in row.step_results or ()),
-            artifacts=tuple(row.artifacts or ()),
-            created_at=row.created_at,
-            started_at=row.started_at,
-            finished_at=row.finished_at,
-            timings=conv.structure(row.timings, RunTimings) if row.timings else None,
-        )
 
     async def update(self, item: Run) -> None:
         row = self.to_row(item)
@@ -564,10 +391,7 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
             return
         await self.conn.execute(
             sa.insert(t.run_logs),
-            [
-                {"run_id": e.run_id, "at": e.at, "level": e.level, "step_id": e.step_id, "message": e.message}
-                for e in entries
-            ],
+            [_LOG_ROWS.to_row(entry, self.box) for entry in entries],
         )
 
     async def list_logs(self, run_id: uuid.UUID, query: LogQuery) -> Page[RunLogEntry]:
@@ -578,12 +402,7 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         rows = await self.conn.execute(
             sa.select(logs).where(*filters).order_by(logs.c.seq).limit(query.limit).offset(query.offset)
         )
-        items = tuple(
-            RunLogEntry(
-                run_id=r.run_id, message=r.message, level=r.level, step_id=r.step_id, at=r.at, seq=r.seq
-            )
-            for r in rows
-        )
+        items = tuple(_LOG_ROWS.from_row(row, self.box) for row in rows)
         total = (
             await self.conn.execute(sa.select(sa.func.count()).select_from(logs).where(*filters))
         ).scalar_one()
