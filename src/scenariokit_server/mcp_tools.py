@@ -300,7 +300,11 @@ class ScenarioKitTools:
         scenario = await services.scenarios.get(parse_id(scenarioId, "scenarioId"))
         return Answer(shape.scenario_json(services.converter, scenario))
 
-    @takes(ScenarioInput, "scenario", ("name", "description", "environmentId", "timeoutSeconds", "steps"))
+    @takes(
+        ScenarioInput,
+        "scenario",
+        ("name", "description", "environmentId", "timeoutSeconds", "retries", "steps"),
+    )
     async def create_scenario(self, command: ScenarioInput) -> Answer:
         """Create a scenario, with its steps when given. Returns the scenario with its id and step ids."""
         services = self._services()
@@ -310,7 +314,7 @@ class ScenarioKitTools:
     @takes(
         ScenarioInput,
         "scenario",
-        ("name", "description", "environmentId", "timeoutSeconds"),
+        ("name", "description", "environmentId", "timeoutSeconds", "retries"),
         patch=True,
         clear=("description", "environmentId", "timeoutSeconds"),
     )

@@ -38,6 +38,8 @@ _VALIDATORS: dict[Callable[..., Any], tuple[validate.Validator, dict[str, Any]]]
     ),
     model.valid_order: (validate.Range(min=1), {}),
     model.valid_alias: (validate.Regexp(model.ALIAS_PATTERN.pattern), {}),
+    model.valid_retry_count: (validate.Range(min=0, max=model.MAX_RETRIES), {}),
+    model.valid_backoff_seconds: (validate.Range(min=0, max=model.MAX_BACKOFF_SECONDS), {}),
 }
 
 
@@ -144,8 +146,11 @@ def page_of(item: type[Schema], name: str) -> type[Schema]:
 
 Step = schema_of(model.Step, response=True)
 CredentialLink = schema_of(model.CredentialLink, response=True)
+Retries = schema_of(model.Retries, response=True)
 Scenario = schema_of(
-    model.Scenario, response=True, nested={model.Step: Step, model.CredentialLink: CredentialLink}
+    model.Scenario,
+    response=True,
+    nested={model.Step: Step, model.CredentialLink: CredentialLink, model.Retries: Retries},
 )
 Environment = schema_of(model.Environment, response=True)
 Credential = schema_of(
@@ -171,6 +176,9 @@ Session = schema_of(
 )
 RunError = schema_of(model.RunError, response=True)
 StepResult = schema_of(model.StepResult, response=True)
+RunAttempt = schema_of(
+    model.RunAttempt, response=True, nested={model.RunError: RunError, model.StepResult: StepResult}
+)
 StepTiming = schema_of(model.StepTiming, response=True)
 RunTimings = schema_of(model.RunTimings, response=True, nested={model.StepTiming: StepTiming})
 ScenarioRef = Schema.from_dict(
@@ -192,7 +200,7 @@ Run = schema_of(
     response=True,
     exclude=("scenario_name", "source_session_id", "timings"),
     extra=_RUN_VIEW_FIELDS,
-    nested={model.RunError: RunError, model.StepResult: StepResult},
+    nested={model.RunError: RunError, model.StepResult: StepResult, model.RunAttempt: RunAttempt},
 )
 RunDetail = schema_of(
     model.Run,
@@ -212,7 +220,12 @@ RunDetail = schema_of(
             },
         ),
     },
-    nested={model.RunError: RunError, model.StepResult: StepResult, model.RunTimings: RunTimings},
+    nested={
+        model.RunError: RunError,
+        model.StepResult: StepResult,
+        model.RunTimings: RunTimings,
+        model.RunAttempt: RunAttempt,
+    },
 )
 ScenarioPage = page_of(Scenario, "ScenarioPage")
 EnvironmentPage = page_of(Environment, "EnvironmentPage")
@@ -281,8 +294,10 @@ Health = Schema.from_dict(
 
 StepInput = schema_of(inputs.StepInput)
 LinkInput = schema_of(inputs.LinkInput)
+RetriesInput = schema_of(model.Retries, name="RetriesInput")
 ScenarioInput = schema_of(
-    inputs.ScenarioInput, nested={inputs.StepInput: StepInput, inputs.LinkInput: LinkInput}
+    inputs.ScenarioInput,
+    nested={inputs.StepInput: StepInput, inputs.LinkInput: LinkInput, model.Retries: RetriesInput},
 )
 StepOrderInput = schema_of(inputs.StepOrderInput)
 EnvironmentInput = schema_of(inputs.EnvironmentInput)

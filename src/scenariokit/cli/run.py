@@ -212,7 +212,10 @@ class LiveDisplay:
         self._progress.update(self._tasks[index], completed=done, status=status)
 
     def finished(self, index: int, outcome: ScenarioOutcome) -> None:
-        status = "[green]pass[/]" if outcome.passed else f"[red]fail[/] {escape(outcome.summary[:60])}"
+        if outcome.passed:
+            status = "[yellow]flaky[/]" if outcome.flaky else "[green]pass[/]"
+        else:
+            status = f"[red]fail[/] {escape(outcome.summary[:60])}"
         self._progress.update(self._tasks[index], completed=self._steps[index], status=status)
         self._progress.advance(self._overall)
 
@@ -233,7 +236,7 @@ class PlainDisplay:
         return None
 
     def finished(self, index: int, outcome: ScenarioOutcome) -> None:
-        word = "PASS" if outcome.passed else "FAIL"
+        word = ("FLAKY" if outcome.flaky else "PASS") if outcome.passed else "FAIL"
         tail = f"  {outcome.summary}" if outcome.summary else ""
         line = f"{word} {outcome.name} ({outcome.path}) {outcome.duration_seconds:.2f} s{tail}"
         self._console.print(escape(line), soft_wrap=True, highlight=False)
@@ -255,7 +258,7 @@ def _report(console: Console, outcomes: Sequence[ScenarioOutcome], elapsed: floa
     table.add_column("failing step")
     for outcome in outcomes:
         table.add_row(
-            "[green]PASS[/]" if outcome.passed else "[red]FAIL[/]",
+            _result_word(outcome),
             escape(outcome.name),
             escape(str(outcome.path)),
             f"{outcome.duration_seconds:.2f} s",
@@ -263,5 +266,14 @@ def _report(console: Console, outcomes: Sequence[ScenarioOutcome], elapsed: floa
         )
     console.print(table)
     passed = len(outcomes) - len(failures)
+    flaky = sum(1 for outcome in outcomes if outcome.passed and outcome.flaky)
     colour = "red" if failures else "green"
-    console.print(f"[{colour}]{passed} passed, {len(failures)} failed[/] in {elapsed:.1f} s", highlight=False)
+    counts = f"{passed} passed" + (f" ({flaky} flaky)" if flaky else "") + f", {len(failures)} failed"
+    console.print(f"[{colour}]{counts}[/] in {elapsed:.1f} s", highlight=False)
+
+
+def _result_word(outcome: ScenarioOutcome) -> str:
+    """The report's result column: PASS, FLAKY (passed after a failed attempt) or FAIL."""
+    if not outcome.passed:
+        return "[red]FAIL[/]"
+    return "[yellow]FLAKY[/]" if outcome.flaky else "[green]PASS[/]"

@@ -22,6 +22,9 @@ from scenariokit.domain.json_values import json_fault
 MAX_TIMEOUT_SECONDS = 3600
 DEFAULT_STEP_TIMEOUT_SECONDS = 30.0
 NAME_MAX = 200
+#: A scenario's retries: at most this many attempts after the first, each at most this long apart.
+MAX_RETRIES = 5
+MAX_BACKOFF_SECONDS = 600
 ALIAS_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -151,6 +154,18 @@ def valid_order(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
         raise FieldError(camel(attribute.name), "must be a whole number of at least 1")
 
 
+def valid_retry_count(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIES:
+        raise FieldError(camel(attribute.name), f"must be a whole number from 0 to {MAX_RETRIES}")
+
+
+def valid_backoff_seconds(_: Any, attribute: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise FieldError(camel(attribute.name), "must be a number")
+    if not 0 <= value <= MAX_BACKOFF_SECONDS:
+        raise FieldError(camel(attribute.name), f"must be from 0 to {MAX_BACKOFF_SECONDS}")
+
+
 def _unique_step_ids(instance: Scenario, attribute: attrs.Attribute[Any], value: tuple[Step, ...]) -> None:
     ids = [step.id for step in value]
     if len(set(ids)) != len(ids):
@@ -209,6 +224,14 @@ class RunErrorKind(enum.StrEnum):
     WORKER_LOST = "worker_lost"
 
 
+class Backoff(enum.StrEnum):
+    """How the pause between a scenario's attempts grows: the same, by the attempt, or doubling."""
+
+    FIXED = "fixed"
+    LINEAR = "linear"
+    EXPONENTIAL = "exponential"
+
+
 class SessionStatus(enum.StrEnum):
     """A saved browser session is ``open`` while its live context is held, ``closed`` once released."""
 
@@ -257,6 +280,29 @@ class CredentialLink:
 
 @reports_every_field
 @attrs.frozen
+class Retries:
+    """How often a failed run of a scenario is tried again, each attempt in a fresh browser (docs/monitoring.md)."""
+
+    count: int = attrs.field(default=0, validator=valid_retry_count)
+    backoff: Backoff = attrs.field(default=Backoff.FIXED, converter=Backoff)
+    backoff_seconds: float = attrs.field(default=0.0, converter=seconds, validator=valid_backoff_seconds)
+
+    def delay(self, failed_attempt: int) -> float:
+        """Seconds to wait after attempt ``failed_attempt`` (1 for the first) failed, before the next."""
+        if self.backoff is Backoff.LINEAR:
+            return self.backoff_seconds * failed_attempt
+        if self.backoff is Backoff.EXPONENTIAL:
+            return self.backoff_seconds * 2 ** (failed_attempt - 1)
+        return self.backoff_seconds
+
+    def longest(self, attempt_limit: float) -> float:
+        """The longest a run may take when each attempt may take ``attempt_limit`` seconds, pauses included."""
+        pauses = sum(self.delay(failed) for failed in range(1, self.count + 1))
+        return attempt_limit * (self.count + 1) + pauses
+
+
+@reports_every_field
+@attrs.frozen
 class Scenario:
     """An ordered list of steps, run as a whole against an environment."""
 
@@ -269,6 +315,7 @@ class Scenario:
     id: uuid.UUID = attrs.field(factory=new_id)
     created_at: datetime = attrs.field(factory=utcnow)
     updated_at: datetime = attrs.field(factory=utcnow)
+    retries: Retries = attrs.field(factory=Retries)
 
     @property
     def run_timeout(self) -> float:
@@ -466,6 +513,28 @@ class RunTimings:
 
 
 @attrs.frozen
+class RunAttempt:
+    """One attempt of a run, each in a fresh browser: how it ended and when."""
+
+    attempt: int
+    status: RunStatus
+    error: RunError | None = None
+    step_results: tuple[StepResult, ...] = ()
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+def is_flaky(attempts: Iterable[RunAttempt]) -> bool:
+    """Whether a failed attempt was followed by a passing one: the run passed, but not at once."""
+    failed_before = False
+    for attempt in attempts:
+        if attempt.status is RunStatus.PASS and failed_before:
+            return True
+        failed_before = failed_before or attempt.status is RunStatus.FAIL
+    return False
+
+
+@attrs.frozen
 class Run:
     """One execution of a scenario against an environment, in its own fresh browser."""
 
@@ -485,6 +554,11 @@ class Run:
     finished_at: datetime | None = None
     #: the run's timeline, once a scheduler executed it
     timings: RunTimings | None = None
+    #: every attempt of a run that was tried more than once, the failed ones while it goes on; empty
+    #: for a run of one attempt, which the run's own fields tell (see :attr:`all_attempts`)
+    attempts: tuple[RunAttempt, ...] = ()
+    #: a failed attempt was followed by a passing one (:func:`is_flaky`)
+    flaky: bool = False
 
     @property
     def duration_ms(self) -> int | None:
@@ -497,6 +571,21 @@ class Run:
     def finished(self) -> bool:
         """Whether the run has reached ``pass`` or ``fail``."""
         return self.status is not RunStatus.IN_PROGRESS
+
+    @property
+    def all_attempts(self) -> tuple[RunAttempt, ...]:
+        """The attempts that ended: those stored, or the run itself once a run of one attempt finished."""
+        if self.attempts or not self.finished:
+            return self.attempts
+        only = RunAttempt(
+            attempt=1,
+            status=self.status,
+            error=self.error,
+            step_results=self.step_results,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+        )
+        return (only,)
 
 
 @attrs.frozen

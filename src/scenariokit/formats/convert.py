@@ -45,7 +45,8 @@ _INPUT_CLASSES = (
     inputs.SnippetInput,
     inputs.RunInput,
 )
-_MODEL_CLASSES = (
+_MODEL_CLASSES = (  # a class after those it holds: a hook is made with the hooks of its fields
+    model.Retries,
     model.Step,
     model.CredentialLink,
     model.Scenario,
@@ -55,6 +56,7 @@ _MODEL_CLASSES = (
     model.Session,
     model.RunError,
     model.StepResult,
+    model.RunAttempt,
     model.StepTiming,
     model.RunTimings,
     model.Run,
@@ -242,6 +244,17 @@ def _run_input_structure(converter: cattrs.Converter) -> Callable[[Any, Any], in
     return run_input
 
 
+def _objects_only(structure: Callable[[Any, Any], T]) -> Callable[[Any, Any], T]:
+    """A class's hook that refuses anything but a JSON object in words (cattrs would try to iterate it)."""
+
+    def structure_object(value: Any, kind: Any) -> T:
+        if not isinstance(value, Mapping):
+            raise ValueError("must be a JSON object")
+        return structure(value, kind)
+
+    return structure_object
+
+
 def make_converter() -> cattrs.Converter:
     """A converter for scenariokit's JSON shapes: camelCase keys, UUID strings, ISO timestamps.
 
@@ -259,12 +272,19 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(_is_tuple_of_items, partial(_list_only, converter=converter))
     converter.register_unstructure_hook(enum.Enum, lambda value: value.value)
     # Per class: the str hook above would otherwise win for StrEnums (str precedes Enum in the MRO).
-    for enum_type in (model.RunStatus, model.StepStatus, model.RunErrorKind, model.SessionStatus):
+    for enum_type in (
+        model.RunStatus,
+        model.StepStatus,
+        model.RunErrorKind,
+        model.SessionStatus,
+        model.Backoff,
+    ):
         converter.register_structure_hook(enum_type, _structure_enum)
-    for cls in _INPUT_CLASSES + _MODEL_CLASSES:
+    for cls in _MODEL_CLASSES + _INPUT_CLASSES:  # models first: an input may hold one (Retries)
         overrides = _rename_overrides(cls)
         converter.register_structure_hook(
-            cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
+            cls,
+            _objects_only(make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)),
         )
         converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **overrides))
     converter.register_structure_hook(inputs.RunInput, _run_input_structure(converter))

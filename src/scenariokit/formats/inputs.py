@@ -16,10 +16,13 @@ from scenariokit.domain.code import valid_snippet_code, valid_step_code
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.model import (
     DEFAULT_STEP_TIMEOUT_SECONDS,
+    MAX_BACKOFF_SECONDS,
+    MAX_RETRIES,
     MAX_TIMEOUT_SECONDS,
     NAME_MAX,
     FieldError,
     FieldErrors,
+    Retries,
     json_object,
     reports_every_field,
     required_text,
@@ -109,6 +112,15 @@ class ScenarioInput:
         default=None, metadata=_about("The scenario's steps, run in `order` (else in the order given).")
     )
     credentials: tuple[LinkInput, ...] | None = None
+    retries: Retries = attrs.field(
+        factory=Retries,
+        metadata=_about(
+            f"Try a failed run again: `count` more attempts (0 to {MAX_RETRIES}, default 0), each in a "
+            "fresh browser, after a pause of `backoffSeconds` (0 to "
+            f"{MAX_BACKOFF_SECONDS}) that stays `fixed`, grows `linear`ly or doubles (`exponential`). "
+            "The run's status is its last attempt's; `flaky` tells a pass that needed a retry."
+        ),
+    )
 
 
 @reports_every_field

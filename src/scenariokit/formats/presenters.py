@@ -94,6 +94,7 @@ def run_json(
     data.pop("timings", None)  # the detail's: lists stay lean
     data["scenario"] = {"id": str(run.scenario_id), "name": run.scenario_name}
     data["durationMs"] = run.duration_ms
+    data["attempts"] = conv.unstructure(run.all_attempts)
     data["environment"] = environment_json(conv, environment) if environment else None
     data["session"] = session_json(conv, session) if session else None
     if run.source_session_id is not None:

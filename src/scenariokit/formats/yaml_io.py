@@ -26,7 +26,7 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 
 from scenariokit.domain.errors import TooLarge, ValidationError
 from scenariokit.domain.json_values import MAX_INT, MIN_INT, TOO_BIG
-from scenariokit.domain.model import Credential, Environment, Scenario, Snippet
+from scenariokit.domain.model import Credential, Environment, Retries, Scenario, Snippet
 
 #: Largest YAML text accepted, in bytes of UTF-8 (the REST body limit).
 MAX_YAML_BYTES = 5 * 1024 * 1024
@@ -45,7 +45,16 @@ _NOT_LITERAL = frozenset("\r\x85\u2028\u2029\ufeff")
 _BREAKS = frozenset("\r\x85\u2028\u2029")
 
 _KEY_ORDER: dict[str, tuple[str, ...]] = {
-    "scenario": ("id", "name", "description", "environmentId", "timeoutSeconds", "credentials", "steps"),
+    "scenario": (
+        "id",
+        "name",
+        "description",
+        "environmentId",
+        "timeoutSeconds",
+        "retries",
+        "credentials",
+        "steps",
+    ),
     "step": ("id", "order", "title", "timeoutSeconds", "execCode"),
     "link": ("credentialId", "alias"),
     "environment": ("id", "name", "description", "data"),
@@ -136,6 +145,10 @@ def scenario_document(conv: cattrs.Converter, scenario: Scenario) -> dict[str, A
     """A scenario as exported: its fields, credential links and steps (timestamps are not exported)."""
     data = _ordered("scenario", conv.unstructure(scenario))
     data["timeoutSeconds"] = _timeout(scenario.timeout_seconds)
+    if scenario.retries == Retries():  # the default says nothing: an export without retries stays as it was
+        del data["retries"]
+    else:
+        data["retries"]["backoffSeconds"] = _timeout(scenario.retries.backoff_seconds)
     data["credentials"] = [_ordered("link", link) for link in data["credentials"]]
     steps = []
     for step, raw in zip(scenario.steps, data["steps"], strict=True):

@@ -56,6 +56,11 @@ class ScenarioOutcome:
         return self.run.status is RunStatus.PASS
 
     @property
+    def flaky(self) -> bool:
+        """Whether it passed only after a failed attempt (the scenario's ``retries``)."""
+        return self.run.flaky
+
+    @property
     def status(self) -> str:
         """``pass`` or ``fail``."""
         return self.run.status.value

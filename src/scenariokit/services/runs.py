@@ -17,6 +17,7 @@ from scenariokit.domain.errors import Conflict, NotFound, ScenarioKitError, Vali
 from scenariokit.domain.job import CredentialValue, RunFinished, RunJob, SessionSaved, step_job
 from scenariokit.domain.model import (
     Run,
+    RunAttempt,
     RunError,
     RunErrorKind,
     RunLogEntry,
@@ -26,6 +27,7 @@ from scenariokit.domain.model import (
     Session,
     SessionStatus,
     StepResult,
+    is_flaky,
     skip_remaining,
     utcnow,
 )
@@ -227,6 +229,7 @@ class RunService(ServiceBase):
             storage_state=state,
             artifacts_dir=self.artifacts_dir(run.id),
             trace=self.ctx.settings.trace,
+            retries=scenario.retries,
         )
         return job, scenario
 
@@ -261,6 +264,18 @@ class RunService(ServiceBase):
             await uow.runs.update(attrs.evolve(run, step_results=results))
             await uow.commit()
 
+    async def record_attempt(self, run_id: uuid.UUID, attempt: RunAttempt) -> None:
+        """Show a failed attempt that will be tried again; the next attempt's step results start afresh.
+
+        For readers while the run goes on: the scheduler passes every attempt to :meth:`finish` itself.
+        """
+        async with self.ctx.uow() as uow:
+            run = await uow.runs.get(run_id)
+            if run is None or run.finished:
+                return
+            await uow.runs.update(attrs.evolve(run, attempts=(*run.attempts, attempt), step_results=()))
+            await uow.commit()
+
     async def finish(
         self,
         run_id: uuid.UUID,
@@ -269,8 +284,13 @@ class RunService(ServiceBase):
         artifacts: Sequence[str] = (),
         session: SessionSaved | None = None,
         timings: RunTimings | None = None,
+        earlier: Sequence[RunAttempt] = (),
     ) -> Run | None:
-        """Store a run's outcome, its timings and the session it saved, in one transaction."""
+        """Store a run's outcome, its timings and the session it saved, in one transaction.
+
+        ``earlier`` holds the failed attempts before the one that gave ``outcome`` (a scenario's
+        retries): the run then keeps every attempt, this last one too, and says whether it was flaky.
+        """
         async with self.ctx.uow() as uow:
             run = await uow.runs.get(run_id)
             if run is None or run.finished:
@@ -286,8 +306,21 @@ class RunService(ServiceBase):
                 )
                 await uow.sessions.add(saved)
                 session_id = saved.id
+            attempts: tuple[RunAttempt, ...] = ()
+            if earlier:
+                last = RunAttempt(
+                    attempt=len(earlier) + 1,
+                    status=RunStatus(outcome.status),
+                    error=outcome.error,
+                    step_results=outcome.step_results,
+                    started_at=outcome.started_at,
+                    finished_at=outcome.finished_at,
+                )
+                attempts = (*earlier, last)
             run = attrs.evolve(
                 run,
+                attempts=attempts,
+                flaky=is_flaky(attempts),
                 status=RunStatus(outcome.status),
                 error=outcome.error,
                 step_results=outcome.step_results,

@@ -88,6 +88,7 @@ class ScenarioService(ServiceBase):
                 "description": data.description,
                 "environment_id": data.environment_id,
                 "timeout_seconds": data.timeout_seconds,
+                "retries": data.retries,
             }
             if data.steps is not None:
                 fields["steps"] = build_steps(data.steps)
@@ -150,6 +151,7 @@ class ScenarioService(ServiceBase):
                 description=old.description,
                 environment_id=old.environment_id,
                 timeout_seconds=old.timeout_seconds,
+                retries=old.retries,
             )
             return await self._replace(uow, old, patch.applied_to(current))
 
