@@ -1,4 +1,4 @@
-"""A scenario's ``retries`` and a run's ``attempts``/``flaky`` through REST (docs/monitoring.md, "Retries")."""
+"""A scenario's ``retries`` and a run's ``attempts`` and ``flaky`` through REST (docs/monitoring.md)."""
 
 from __future__ import annotations
 

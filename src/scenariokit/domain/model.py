@@ -281,7 +281,10 @@ class CredentialLink:
 @reports_every_field
 @attrs.frozen
 class Retries:
-    """How often a failed run of a scenario is tried again, each attempt in a fresh browser (docs/monitoring.md)."""
+    """How often a failed run of a scenario is tried again, each attempt in a fresh browser.
+
+    See docs/monitoring.md, "Retries".
+    """
 
     count: int = attrs.field(default=0, validator=valid_retry_count)
     backoff: Backoff = attrs.field(default=Backoff.FIXED, converter=Backoff)
@@ -289,14 +292,15 @@ class Retries:
 
     def delay(self, failed_attempt: int) -> float:
         """Seconds to wait after attempt ``failed_attempt`` (1 for the first) failed, before the next."""
+        seconds = float(self.backoff_seconds)
         if self.backoff is Backoff.LINEAR:
-            return self.backoff_seconds * failed_attempt
+            return seconds * failed_attempt
         if self.backoff is Backoff.EXPONENTIAL:
-            return self.backoff_seconds * 2 ** (failed_attempt - 1)
-        return self.backoff_seconds
+            return seconds * 2.0 ** (failed_attempt - 1)
+        return seconds
 
     def longest(self, attempt_limit: float) -> float:
-        """The longest a run may take when each attempt may take ``attempt_limit`` seconds, pauses included."""
+        """The longest a run may take when each attempt may take ``attempt_limit`` s, pauses included."""
         pauses = sum(self.delay(failed) for failed in range(1, self.count + 1))
         return attempt_limit * (self.count + 1) + pauses
 

@@ -119,6 +119,10 @@ def _structure_enum(value: Any, kind: type[enum.Enum]) -> enum.Enum:
         raise ValueError(f"must be one of: {allowed}") from None
 
 
+def _enum_value(value: enum.Enum) -> Any:
+    return value.value
+
+
 def _structure_dict(value: Any, _: type) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("must be a JSON object")
@@ -280,12 +284,11 @@ def make_converter() -> cattrs.Converter:
         model.Backoff,
     ):
         converter.register_structure_hook(enum_type, _structure_enum)
+        converter.register_unstructure_hook(enum_type, _enum_value)  # a plain str, YAML too
     for cls in _MODEL_CLASSES + _INPUT_CLASSES:  # models first: an input may hold one (Retries)
         overrides = _rename_overrides(cls)
-        converter.register_structure_hook(
-            cls,
-            _objects_only(make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)),
-        )
+        structure = make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
+        converter.register_structure_hook(cls, _objects_only(structure))
         converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **overrides))
     converter.register_structure_hook(inputs.RunInput, _run_input_structure(converter))
     converter.register_structure_hook_factory(_is_patch, partial(_patch_structure, converter=converter))

@@ -269,7 +269,7 @@ class Scheduler:
         return retries.delay(tried)
 
     async def _try_again(self, execution: _Execution, failed: RunFinished, delay: float) -> RunFinished:
-        """Keep the failed attempt, wait out the backoff (a cancel ends it), then attempt in a fresh worker."""
+        """Keep the failed attempt, wait out the backoff (a cancel ends it), then try on a fresh worker."""
         number = len(execution.attempts) + 1
         attempt = RunAttempt(
             attempt=number,
@@ -294,7 +294,8 @@ class Scheduler:
             log.exception("storing attempt %d of run %s failed", number, execution.run_id)
         loop = asyncio.get_running_loop()
         until = loop.time() + delay
-        while not execution.cancelling and (left := until - loop.time()) > 0:
+        # ``cancelling`` is a flag a cancel, the cancel loop or a lost lease sets: polled, as they poll
+        while not execution.cancelling and (left := until - loop.time()) > 0:  # noqa: ASYNC110
             await asyncio.sleep(min(left, CANCEL_POLL_SECONDS))
         if execution.cancelling:
             return self._failed(execution.job, "cancelled between attempts", kind=RunErrorKind.CANCELLED)
