@@ -17,8 +17,8 @@ def test_a_patch_holds_only_the_fields_given_each_checked_by_the_inputs_rules() 
     converter = make_converter()
     patch = structure_input(converter, {"description": None, "timeoutSeconds": 5}, Patch[ScenarioInput])
     assert patch.changes == {"description": None, "timeout_seconds": 5}
-    current = ScenarioInput(name="kept", description="old", timeout_seconds=9)
-    assert patch.applied_to(current) == ScenarioInput(name="kept", timeout_seconds=5)
+    current = {"name": "kept", "description": "old", "timeout_seconds": 9}
+    assert patch.applied_to(current, ScenarioInput) == ScenarioInput(name="kept", timeout_seconds=5)
     with pytest.raises(ValidationError) as refused:
         structure_input(converter, {"name": " ", "timeoutSeconds": 0}, Patch[ScenarioInput], what="scenario")
     assert refused.value.errors == {
@@ -35,10 +35,19 @@ def test_a_patch_holds_only_the_fields_given_each_checked_by_the_inputs_rules() 
 
 def test_a_hand_built_patch_is_checked_when_applied_and_never_shows_a_secret() -> None:
     with pytest.raises(ValidationError) as refused:
-        Patch({"timeout_seconds": -1}).applied_to(ScenarioInput(name="s"))
+        Patch({"timeout_seconds": -1}).applied_to({"name": "s"}, ScenarioInput)
     assert refused.value.errors == {"timeoutSeconds": "must be greater than 0 and at most 3600"}
     patch = structure_input(make_converter(), {"secret": "hunter2"}, Patch[CredentialInput])
     assert "hunter2" not in repr(patch)
+
+
+def test_a_patch_may_correct_a_stored_value_todays_rules_refuse() -> None:
+    stored = {"name": "n" * 500, "description": None}  # a name longer than today's limit
+    patch = structure_input(make_converter(), {"name": "short"}, Patch[ScenarioInput])
+    assert patch.applied_to(stored, ScenarioInput).name == "short"
+    with pytest.raises(ValidationError) as refused:
+        Patch({"description": "only this"}).applied_to(stored, ScenarioInput)
+    assert set(refused.value.errors) == {"name"}
 
 
 def test_a_run_input_needs_an_environment_and_takes_the_scenario_alias() -> None:

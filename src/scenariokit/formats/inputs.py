@@ -203,14 +203,15 @@ class Patch(Generic[I]):
         # Names only: a credential's patch may carry its secret.
         return f"Patch(fields={sorted(self.changes)!r})"
 
-    def applied_to(self, current: I) -> I:
-        """``current`` with the given fields replaced, checked again as a whole.
+    def applied_to(self, current: Mapping[str, Any], kind: type[I]) -> I:
+        """A ``kind`` of the ``current`` field values (by attribute name) with the given ones replaced.
 
-        A patch built by hand (not structured from JSON) is checked here: a broken rule is a
-        ``ValidationError`` naming the field, as from the converter.
+        Checked as a whole once merged, never before: a stored value that today's rules refuse can
+        be corrected by the very patch that replaces it. A broken rule is a ``ValidationError``
+        naming the field, as from the converter (a patch built by hand is checked here too).
         """
         try:
-            return attrs.evolve(current, **self.changes)  # type: ignore[misc]
+            return kind(**{**current, **self.changes})
         except FieldErrors as exc:
             raise ValidationError("invalid update", exc.errors) from None
         except FieldError as exc:

@@ -65,11 +65,6 @@ class _Crud(ServiceBase, Generic[T, I, Q]):
         async with self.ctx.uow(readonly=True) as uow:
             return require(await self.repo(uow).get(ident), self.kind, ident)
 
-    def input_of(self, record: T) -> I:
-        """The input that would write ``record``'s writable fields as they are (what a PATCH changes)."""
-        command: I = self.input_type(**{name: getattr(record, name) for name in self.writable})
-        return command
-
     async def create(self, command: I) -> T:
         """Create a record."""
         record = self.build(command, None)
@@ -93,7 +88,8 @@ class _Crud(ServiceBase, Generic[T, I, Q]):
         """
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, ident)
-            command = patch.applied_to(self.input_of(old))
+            current = {name: getattr(old, name) for name in self.writable}
+            command: I = patch.applied_to(current, self.input_type)
             return await self._write(uow, command, old)
 
     async def _locked(self, uow: UnitOfWork, ident: uuid.UUID) -> T:

@@ -17,6 +17,10 @@ from scenariokit.storage.ports import UnitOfWork
 
 from .base import ServiceBase, missing_reference, require
 
+#: What a PATCH starts from: the fields of a stored scenario and step that their inputs write.
+_SCENARIO_FIELDS = ("name", "description", "environment_id", "timeout_seconds", "retries")
+_STEP_FIELDS = ("exec_code", "title", "order", "timeout_seconds")
+
 
 def build_steps(inputs: Sequence[StepInput], *, keep_ids: bool = True) -> tuple[Step, ...]:
     """Steps from inputs, numbered 1..n: by their ``order`` where given, else in the order listed."""
@@ -146,14 +150,8 @@ class ScenarioService(ServiceBase):
         """
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
-            current = ScenarioInput(
-                name=old.name,
-                description=old.description,
-                environment_id=old.environment_id,
-                timeout_seconds=old.timeout_seconds,
-                retries=old.retries,
-            )
-            return await self._replace(uow, old, patch.applied_to(current))
+            current = {name: getattr(old, name) for name in _SCENARIO_FIELDS}
+            return await self._replace(uow, old, patch.applied_to(current, ScenarioInput))
 
     async def delete(self, scenario_id: uuid.UUID) -> None:
         """Delete a scenario with its steps, credential links and finished runs.
@@ -230,13 +228,8 @@ class ScenarioService(ServiceBase):
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
             step = require(old.step(step_id), "step", step_id)
-            current = StepInput(
-                exec_code=step.exec_code,
-                title=step.title,
-                order=step.order,
-                timeout_seconds=step.timeout_seconds,
-            )
-            return await self._replace_step(uow, old, step_id, patch.applied_to(current))
+            current = {name: getattr(step, name) for name in _STEP_FIELDS}
+            return await self._replace_step(uow, old, step_id, patch.applied_to(current, StepInput))
 
     async def delete_step(self, scenario_id: uuid.UUID, step_id: uuid.UUID) -> None:
         """Delete a step; the steps after it move up."""
