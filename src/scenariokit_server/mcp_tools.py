@@ -24,8 +24,15 @@ from pydantic import Field, WithJsonSchema
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.model import camel
 from scenariokit.formats import presenters as shape
-from scenariokit.formats.convert import structure_input
-from scenariokit.formats.inputs import EnvironmentInput, Patch, RunInput, ScenarioInput, StepInput
+from scenariokit.formats.convert import structure_input, structure_run_request
+from scenariokit.formats.inputs import (
+    EnvironmentInput,
+    Patch,
+    RunBatchInput,
+    RunInput,
+    ScenarioInput,
+    StepInput,
+)
 from scenariokit.formats.queries import EnvironmentQuery, LogQuery, ScenarioQuery
 from scenariokit.services import Services
 from scenariokit_server.openapi import list_params, log_params
@@ -228,6 +235,36 @@ class ToolQuery:
         return self.parse(query_params(**{name: arguments.get(name) for name in self.names}))
 
 
+@attrs.frozen
+class RunRequest(ToolInput):
+    """A run request's body: :class:`RunInput`'s fields, or :class:`RunBatchInput`'s ``environmentIds``
+    instead of ``environmentId`` (a batch), told apart as REST tells them (``structure_run_request``)."""
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The arguments it consumes: ``environmentIds`` too."""
+        return frozenset({*self.fields, "environmentIds"})
+
+    def parameters(self) -> list[inspect.Parameter]:
+        """RunInput's parameters with ``environmentId`` optional, and ``environmentIds`` as OpenAPI has it."""
+        found = [
+            param.replace(default=None) if param.name == "environmentId" else param
+            for param in super().parameters()
+        ]
+        batch = json_schema_of(RunBatchInput)["properties"]["environmentIds"]
+        annotation = Annotated[Any, WithJsonSchema(batch)]
+        found.append(
+            inspect.Parameter(
+                "environmentIds", inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=None
+            )
+        )
+        return found
+
+    def value(self, converter: cattrs.Converter, arguments: JSON) -> Any:
+        """A :class:`RunInput`, or a :class:`RunBatchInput` when ``environmentIds`` is given."""
+        return structure_run_request(converter, given(**{name: arguments.get(name) for name in self.names}))
+
+
 def takes(
     cls: type, what: str, fields: tuple[str, ...], *, patch: bool = False, clear: tuple[str, ...] = ()
 ) -> Callable[[F], F]:
@@ -389,17 +426,24 @@ class ScenarioKitTools:
         environment = await services.environments.update(parse_id(environmentId, "environmentId"), command)
         return Answer(shape.environment_json(services.converter, environment))
 
-    @takes(RunInput, "run", ("scenarioId", "environmentId", "saveSession"))
+    @_marked(RunRequest(RunInput, "run", ("scenarioId", "environmentId", "saveSession")))
     async def run_scenario(
-        self, command: RunInput, wait: Wait = False, waitSeconds: WaitSeconds = DEFAULT_WAIT_SECONDS
+        self,
+        command: RunInput | RunBatchInput,
+        wait: Wait = False,
+        waitSeconds: WaitSeconds = DEFAULT_WAIT_SECONDS,
     ) -> Answer:
         """Run a scenario in a fresh Chromium against an environment; the run starts `in_progress`.
 
         Running executes the steps' code (Python) in a sandboxed worker process: only run code you trust.
 
         With `wait` the call returns once the run is `pass` or `fail`, with step results, error and log.
+        With `environmentIds` instead of `environmentId`, one run per environment is queued as a batch:
+        the answer is `{batchId, runs}` (with `wait`, once every run has ended).
         """
         services = self._services()
+        if isinstance(command, RunBatchInput):
+            return await self._run_batch(services, command, wait, waitSeconds)
         run = await services.runs.create(command)
         if wait:
             detail = await services.runs.wait(run.id, waitSeconds, poll_seconds=WAIT_POLL_SECONDS)
@@ -410,6 +454,20 @@ class ScenarioKitTools:
             note = (
                 f"The run is still in_progress after waiting {waitSeconds:g} s; call get_run with "
                 f"runId {run.id} to follow it."
+            )
+            return Answer(data, (note,))
+        return Answer(data)
+
+    @staticmethod
+    async def _run_batch(services: Services, command: RunBatchInput, wait: bool, seconds: float) -> Answer:
+        batch = await services.runs.create_batch(command)
+        if wait:
+            batch = await services.runs.wait_batch(batch, seconds, poll_seconds=WAIT_POLL_SECONDS)
+        data = shape.batch_json(services.converter, batch.batch_id, batch.runs)
+        if wait and not all(detail.run.finished for detail in batch.runs):
+            note = (
+                f"Some runs are still in_progress after waiting {seconds:g} s; call get_run with each "
+                "runId to follow them."
             )
             return Answer(data, (note,))
         return Answer(data)

@@ -165,6 +165,11 @@ def list_params(query: type[ListQuery], *, exclude: Iterable[str] = ()) -> list[
         params.append(
             query_param("scenarioId", {"type": "string", "format": "uuid"}, "runs of this scenario")
         )
+        params.append(
+            query_param(
+                "batchId", {"type": "string", "format": "uuid"}, "runs queued together by one request"
+            )
+        )
     else:
         params.append(
             query_param("q", {"type": "string", "maxLength": 200}, "case-insensitive substring of the name")

@@ -40,6 +40,7 @@ _VALIDATORS: dict[Callable[..., Any], tuple[validate.Validator, dict[str, Any]]]
     model.valid_alias: (validate.Regexp(model.ALIAS_PATTERN.pattern), {}),
     model.valid_retry_count: (validate.Range(min=0, max=model.MAX_RETRIES), {}),
     model.valid_backoff_seconds: (validate.Range(min=0, max=model.MAX_BACKOFF_SECONDS), {}),
+    inputs.valid_environment_ids: (validate.Length(min=1, max=inputs.MAX_BATCH_ENVIRONMENTS), {}),
 }
 
 
@@ -227,6 +228,15 @@ RunDetail = schema_of(
         model.RunAttempt: RunAttempt,
     },
 )
+RunBatch = Schema.from_dict(
+    {
+        "batchId": fields.UUID(
+            required=True, metadata={"description": "lists them: GET /api/v1/run?batchId="}
+        ),
+        "runs": fields.List(fields.Nested(Run), required=True),
+    },
+    name="RunBatchSchema",
+)
 ScenarioPage = page_of(Scenario, "ScenarioPage")
 EnvironmentPage = page_of(Environment, "EnvironmentPage")
 CredentialPage = page_of(Credential, "CredentialPage")
@@ -348,6 +358,8 @@ RunInput = schema_of(
     },
 )
 
+RunBatchInput = schema_of(inputs.RunBatchInput)
+
 #: The request schema of each input class, as its attrs class states it.
 REQUESTS: dict[type, type[Schema]] = {
     inputs.StepInput: StepInput,
@@ -358,6 +370,7 @@ REQUESTS: dict[type, type[Schema]] = {
     inputs.CredentialInput: CredentialInput,
     inputs.SnippetInput: SnippetInput,
     inputs.RunInput: RunCommand,
+    inputs.RunBatchInput: RunBatchInput,
 }
 
 OPENAPI_VERSION = "3.0.3"
@@ -386,6 +399,9 @@ def _as_json_schema(node: Any, components: Mapping[str, Any]) -> Any:
     if "$ref" in node:
         return _as_json_schema(components[node["$ref"].rsplit("/", 1)[-1]], components)
     out = {key: _as_json_schema(value, components) for key, value in node.items()}
+    if len(out.get("allOf", ())) == 1:  # a nested object with a description of its own: said in place
+        (inner,) = out.pop("allOf")
+        out = {**inner, **out}
     if out.pop("exclusiveMinimum", False) is True:
         out["exclusiveMinimum"] = out.pop("minimum")
     if out.pop("nullable", False) and "type" in out:

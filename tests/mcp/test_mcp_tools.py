@@ -25,7 +25,7 @@ REQUIRED = {
     "list_environments": set(),
     "create_environment": {"name"},
     "update_environment": {"environmentId"},
-    "run_scenario": {"scenarioId", "environmentId"},
+    "run_scenario": {"scenarioId"},  # and environmentId, or environmentIds for a batch
     "get_run": {"runId"},
 }
 

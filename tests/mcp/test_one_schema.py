@@ -60,6 +60,9 @@ def _resolved(node: Any, components: dict[str, Any]) -> Any:
 def _as_json_schema(prop: dict[str, Any]) -> dict[str, Any]:
     """An OpenAPI 3.0 property said the JSON Schema way (as MCP does): nullable, exclusiveMinimum."""
     out = dict(prop)
+    if len(out.get("allOf", ())) == 1:  # a nested object (a scenario's retries), said in place
+        (inner,) = out.pop("allOf")
+        out = {**inner, **out}
     if out.pop("exclusiveMinimum", False) is True:
         out["exclusiveMinimum"] = out.pop("minimum")
     if out.pop("nullable", False):
@@ -137,7 +140,11 @@ async def test_a_tool_states_the_bounds_required_fields_and_descriptions_openapi
         elif spec.cls is inputs.RunInput:
             # REST also takes the run's `scenario` alias, so there scenarioId is required unless it is given.
             assert set(component["required"]) == {"environmentId"}
-            assert body_required == {"scenarioId", "environmentId"}
+            # run_scenario takes environmentIds (a batch, docs/monitoring.md) instead of environmentId.
+            assert body_required == {"scenarioId"}
+            batch = _resolved(components["RunBatchInput"], components)["properties"]["environmentIds"]
+            for word in BOUNDS:
+                assert schema["properties"]["environmentIds"].get(word) == batch.get(word), word
             assert "Required unless `scenario`" in component["properties"]["scenarioId"]["description"]
         else:
             assert body_required == set(component.get("required", ())) & set(spec.fields), name

@@ -563,6 +563,8 @@ class Run:
     attempts: tuple[RunAttempt, ...] = ()
     #: a failed attempt was followed by a passing one (:func:`is_flaky`)
     flaky: bool = False
+    #: the batch the run was queued in: one request, one run per environment (docs/monitoring.md)
+    batch_id: uuid.UUID | None = None
 
     @property
     def duration_ms(self) -> int | None:

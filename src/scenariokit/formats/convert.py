@@ -44,6 +44,7 @@ _INPUT_CLASSES = (
     inputs.CredentialInput,
     inputs.SnippetInput,
     inputs.RunInput,
+    inputs.RunBatchInput,
 )
 _MODEL_CLASSES = (  # a class after those it holds: a hook is made with the hooks of its fields
     model.Retries,
@@ -234,13 +235,13 @@ def _scenario_alias(data: Mapping[str, Any]) -> dict[str, Any]:
     return {**body, "scenarioId": scenario}
 
 
-def _run_input_structure(converter: cattrs.Converter) -> Callable[[Any, Any], inputs.RunInput]:
-    """RunInput's hook: camelCase names, and the ``scenario`` alias of ``scenarioId`` resolved first."""
+def _run_input_structure(converter: cattrs.Converter, cls: type[T]) -> Callable[[Any, Any], T]:
+    """A run request's hook: camelCase names, and the ``scenario`` alias of ``scenarioId`` resolved first."""
     structure = make_dict_structure_fn(
-        inputs.RunInput, converter, _cattrs_forbid_extra_keys=True, **_rename_overrides(inputs.RunInput)
+        cls, converter, _cattrs_forbid_extra_keys=True, **_rename_overrides(cls)
     )
 
-    def run_input(value: Any, kind: Any) -> inputs.RunInput:
+    def run_input(value: Any, kind: Any) -> T:
         if isinstance(value, Mapping) and "scenario" in value:
             value = _scenario_alias(value)
         return structure(value, kind)
@@ -290,7 +291,8 @@ def make_converter() -> cattrs.Converter:
         structure = make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
         converter.register_structure_hook(cls, _objects_only(structure))
         converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **overrides))
-    converter.register_structure_hook(inputs.RunInput, _run_input_structure(converter))
+    for run_request in (inputs.RunInput, inputs.RunBatchInput):
+        converter.register_structure_hook(run_request, _run_input_structure(converter, run_request))
     converter.register_structure_hook_factory(_is_patch, partial(_patch_structure, converter=converter))
     return converter
 
@@ -405,3 +407,13 @@ def structure_input(converter: cattrs.Converter, data: Any, cls: type[T], *, wha
     except (cattrs.BaseValidationError, FieldError, ValueError, TypeError, KeyError) as exc:
         errors = errors_of(exc)
         raise ValidationError(f"invalid {label}", errors) from None
+
+
+def structure_run_request(converter: cattrs.Converter, data: Any) -> inputs.RunInput | inputs.RunBatchInput:
+    """A request to run a scenario: ``environmentIds`` asks for a batch (a run per environment), else one."""
+    if isinstance(data, Mapping) and "environmentIds" in data:
+        if "environmentId" in data:
+            why = "give environmentId or environmentIds, not both"
+            raise ValidationError(f"invalid run: {why}", {"environmentIds": why})
+        return structure_input(converter, data, inputs.RunBatchInput, what="run")
+    return structure_input(converter, data, inputs.RunInput, what="run")

@@ -186,6 +186,41 @@ class RunInput:
     )
 
 
+#: The most environments one request may run a scenario against.
+MAX_BATCH_ENVIRONMENTS = 20
+
+
+def valid_environment_ids(_: Any, attribute: attrs.Attribute[Any], value: tuple[uuid.UUID, ...]) -> None:
+    if not 1 <= len(value) <= MAX_BATCH_ENVIRONMENTS:
+        raise FieldError("environmentIds", f"must name 1 to {MAX_BATCH_ENVIRONMENTS} environments")
+    if len(set(value)) != len(value):
+        raise FieldError("environmentIds", "must not name an environment twice")
+
+
+@reports_every_field
+@attrs.frozen
+class RunBatchInput:
+    """Runs to queue as one batch: one scenario against each of several environments.
+
+    JSON names the scenario as :class:`RunInput` does (``scenarioId``, or the ``scenario`` alias).
+    """
+
+    scenario_id: uuid.UUID = attrs.field(metadata=_about("Id (UUID) of the scenario to run."))
+    environment_ids: tuple[uuid.UUID, ...] = attrs.field(
+        validator=valid_environment_ids,
+        metadata=_about(
+            f"Ids (UUIDs) of 1 to {MAX_BATCH_ENVIRONMENTS} environments, each once: one run per "
+            "environment, queued together under one `batchId` (instead of `environmentId`)."
+        ),
+    )
+    save_session: bool = attrs.field(
+        default=False, metadata=_about("Keep each run's browser session, as for a single run.")
+    )
+    session_id: uuid.UUID | None = attrs.field(
+        default=None, metadata=_about("Start every run from this saved session's cookies and storage.")
+    )
+
+
 I = TypeVar("I")  # noqa: E741 - the input type a patch changes
 
 

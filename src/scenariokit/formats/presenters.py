@@ -116,6 +116,11 @@ def run_detail_json(conv: cattrs.Converter, detail: RunDetail) -> JSON:
     return data
 
 
+def batch_json(conv: cattrs.Converter, batch_id: object, runs: tuple[RunDetail, ...]) -> JSON:
+    """The runs one request queued together: ``batchId`` and each run as a list shows it."""
+    return {"batchId": str(batch_id), "runs": [run_item_json(conv, detail) for detail in runs]}
+
+
 def page_json(page: Page[T], item: Callable[[T], JSON]) -> JSON:
     """The paged list envelope: ``items``, ``total``, ``page``, ``limit``."""
     return {

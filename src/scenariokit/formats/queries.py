@@ -172,23 +172,26 @@ def _uuid(raw: Any, name: str) -> uuid.UUID | None:
 
 @attrs.frozen
 class RunQuery(ListQuery):
-    """List of runs: ``createdAt|status|scenario.name``, newest first; filters by status and scenario."""
+    """List of runs: ``createdAt|status|scenario.name``, newest first; filters by status, scenario, batch."""
 
     ORDER_BY: ClassVar[tuple[str, ...]] = ("createdAt", "status", "scenario.name")
     DEFAULT_ORDER: ClassVar[tuple[str, OrderDir]] = ("createdAt", "desc")
 
     status: RunStatus | None = None
     scenario_id: uuid.UUID | None = None
+    #: the runs one request queued together (``environmentIds``)
+    batch_id: uuid.UUID | None = None
 
     @classmethod
     def known_params(cls) -> frozenset[str]:
-        return (super().known_params() | {"status", "scenarioId"}) - {"q"}
+        return (super().known_params() | {"status", "scenarioId", "batchId"}) - {"q"}
 
     @classmethod
     def _kwargs(cls, params: Mapping[str, Any]) -> dict[str, Any]:
         kwargs = super()._kwargs(params)
         kwargs["status"] = _status(params.get("status"))
         kwargs["scenario_id"] = _uuid(params.get("scenarioId"), "scenarioId")
+        kwargs["batch_id"] = _uuid(params.get("batchId"), "batchId")
         return kwargs
 
 

@@ -31,7 +31,7 @@ from scenariokit.domain.model import (
     skip_remaining,
     utcnow,
 )
-from scenariokit.formats.inputs import RunInput
+from scenariokit.formats.inputs import RunBatchInput, RunInput
 from scenariokit.formats.presenters import RunDetail
 from scenariokit.formats.queries import LogQuery, Page, RunQuery
 from scenariokit.storage.ports import RunLease, UnitOfWork
@@ -42,6 +42,15 @@ log = logging.getLogger(__name__)
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
+@attrs.frozen
+class RunBatch:
+    """The runs one request queued together, one per environment, under one id."""
+
+    batch_id: uuid.UUID
+    #: in the order of the request's ``environmentIds``, each with its environment
+    runs: tuple[RunDetail, ...]
+
+
 class RunService(ServiceBase):
     """Runs: queue one, list them, read one with its log, cancel one, fetch its files."""
 
@@ -50,15 +59,9 @@ class RunService(ServiceBase):
     async def create(self, command: RunInput) -> Run:
         """Queue a run of a scenario against an environment; it starts ``in_progress``."""
         async with self.ctx.uow() as uow:
-            scenario = await uow.scenarios.get(command.scenario_id)
-            if scenario is None:
-                raise missing_reference("scenarioId", "scenario", command.scenario_id)
+            scenario = await self._runnable(uow, command.scenario_id, command.session_id)
             if await uow.environments.get(command.environment_id) is None:
                 raise missing_reference("environmentId", "environment", command.environment_id)
-            if command.session_id is not None:
-                session = await uow.sessions.get(command.session_id)
-                if session is None or session.storage_state is None:
-                    raise missing_reference("sessionId", "saved session", command.session_id)
             run = Run(
                 scenario_id=scenario.id,
                 scenario_name=scenario.name,
@@ -70,6 +73,51 @@ class RunService(ServiceBase):
             await uow.commit()
         self.ctx.control.run_queued()
         return run
+
+    async def create_batch(self, command: RunBatchInput) -> RunBatch:
+        """Queue one run of a scenario per environment, together: all of them or, on a bad id, none."""
+        batch_id = uuid.uuid4()
+        async with self.ctx.uow() as uow:
+            scenario = await self._runnable(uow, command.scenario_id, command.session_id)
+            found = {env.id for env in await uow.environments.get_many(command.environment_ids)}
+            missing = {
+                f"environmentIds[{i}]": f"no environment with id {ident}"
+                for i, ident in enumerate(command.environment_ids)
+                if ident not in found
+            }
+            if missing:
+                raise ValidationError("environmentIds refers to missing environments", missing)
+            runs = tuple(
+                Run(
+                    scenario_id=scenario.id,
+                    scenario_name=scenario.name,
+                    environment_id=environment_id,
+                    save_session=command.save_session,
+                    source_session_id=command.session_id,
+                    batch_id=batch_id,
+                )
+                for environment_id in command.environment_ids
+            )
+            for run in runs:
+                await uow.runs.add(run)
+            await uow.commit()
+        self.ctx.control.run_queued()
+        async with self.ctx.uow(readonly=True) as uow:
+            page = await _with_links(uow, Page(items=runs, total=len(runs), page=1, limit=len(runs)))
+        return RunBatch(batch_id=batch_id, runs=page.items)
+
+    async def _runnable(
+        self, uow: UnitOfWork, scenario_id: uuid.UUID, session_id: uuid.UUID | None
+    ) -> Scenario:
+        """The scenario a run request names, once it and the saved session it starts from exist."""
+        scenario = await uow.scenarios.get(scenario_id)
+        if scenario is None:
+            raise missing_reference("scenarioId", "scenario", scenario_id)
+        if session_id is not None:
+            session = await uow.sessions.get(session_id)
+            if session is None or session.storage_state is None:
+                raise missing_reference("sessionId", "saved session", session_id)
+        return scenario
 
     async def list(self, query: RunQuery | None = None) -> Page[RunDetail]:
         """One page of runs (newest first unless the query says otherwise), environment and session eager."""
@@ -93,6 +141,23 @@ class RunService(ServiceBase):
             session = await uow.sessions.get(run.session_id) if run.session_id else None
             page = await uow.runs.list_logs(run_id, logs or LogQuery())
         return RunDetail(run=run, environment=environment, session=session, logs=page)
+
+    async def wait_batch(self, batch: RunBatch, timeout: float, *, poll_seconds: float = 0.2) -> RunBatch:
+        """The batch once every run of it has finished, or as it is when ``timeout`` seconds have passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        ids = [detail.run.id for detail in batch.runs]
+        while True:
+            async with self.ctx.uow(readonly=True) as uow:
+                found = {run.id: run for run in await uow.runs.get_many(ids)}
+                runs = tuple(found[ident] for ident in ids if ident in found)
+                page = await _with_links(
+                    uow, Page(items=runs, total=len(runs), page=1, limit=max(len(runs), 1))
+                )
+            left = deadline - loop.time()
+            if all(detail.run.finished for detail in page.items) or left <= 0:
+                return RunBatch(batch_id=batch.batch_id, runs=page.items)
+            await asyncio.sleep(min(poll_seconds, left))
 
     async def wait(
         self, run_id: uuid.UUID, timeout: float, *, logs: LogQuery | None = None, poll_seconds: float = 0.2

@@ -298,6 +298,8 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
             filters.append(self.table.c.status == query.status.value)
         if query.scenario_id is not None:
             filters.append(self.table.c.scenario_id == query.scenario_id)
+        if query.batch_id is not None:
+            filters.append(self.table.c.batch_id == query.batch_id)
         return filters
 
     async def update(self, item: Run) -> None:

@@ -169,12 +169,14 @@ runs = sa.Table(
     sa.Column("timings", JSONType),
     sa.Column("attempts", JSONType),
     sa.Column("flaky", sa.Boolean(), nullable=False, server_default=sa.false()),
+    sa.Column("batch_id", sa.Uuid()),
     sa.Index(None, "created_at", "id"),
     sa.Index(None, "scenario_name", "id"),
     sa.Index(None, "status", "created_at", "id"),
     sa.Index(None, "status", "id"),
     sa.Index(None, "scenario_id", "created_at", "id"),
     sa.Index(None, "status", "lease_owner", "created_at"),
+    sa.Index(None, "batch_id"),
 )
 
 run_logs = sa.Table(
