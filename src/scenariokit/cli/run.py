@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import attrs
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -60,6 +61,7 @@ examples:
   scenariokit run checkout.scenario.yaml                        # the file's own environment
   scenariokit run checks/*.scenario.yaml --env staging           # by name, from '# environments'
   scenariokit run checkout.scenario.yaml --env local.env.yaml    # an environment file
+  scenariokit run checks/*.scenario.yaml --env staging --env prod # each scenario against both
   scenariokit run checks/*.yaml --workers 4 --junit-xml report.xml --artifacts run-files/
   scenariokit run checkout.scenario.yaml login.snippet.yaml      # with the snippets of a snippet export
 
@@ -85,7 +87,11 @@ def add_run_command(commands: Any) -> None:
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="scenario YAML files (and snippet exports)")
     parser.add_argument(
-        "--env", metavar="NAME|FILE", help="environment name, or a YAML file with one environment"
+        "--env",
+        action="append",
+        metavar="NAME|FILE",
+        help="environment name, or a YAML file with one environment; more than once: each scenario "
+        "runs against each environment, a row per pair",
     )
     parser.add_argument(
         "--workers", type=_positive, metavar="N", help="scenarios at once, one browser each (default: cores)"
@@ -112,7 +118,7 @@ def cmd_run(args: argparse.Namespace, *, console: Console | None = None) -> int:
         if not any(source.scenarios for source in files):
             raise ScenarioFileError(f"no scenarios in {', '.join(args.files)}")
         began = time.monotonic()
-        outcomes = asyncio.run(_run_files(files, args.env, settings, console))
+        outcomes = asyncio.run(_run_files(files, args.env or [None], settings, console))
     except (ScenarioFileError, SettingsError) as exc:
         errors.print(f"scenariokit run: {escape(str(exc))}", soft_wrap=True)
         return EXIT_USAGE
@@ -124,15 +130,17 @@ def cmd_run(args: argparse.Namespace, *, console: Console | None = None) -> int:
 
 
 async def _run_files(
-    files: Sequence[ScenarioFile], env: EnvChoice, settings: Settings, console: Console
+    files: Sequence[ScenarioFile], envs: Sequence[EnvChoice], settings: Settings, console: Console
 ) -> list[ScenarioOutcome]:
-    count = sum(len(source.scenarios) for source in files)
+    """Run every scenario of ``files`` against each of ``envs`` (``[None]``: each scenario's own)."""
+    count = sum(len(source.scenarios) for source in files) * len(envs)
     async with open_local_runner(
         workers=min(settings.workers, count), artifacts_dir=settings.artifacts_dir, trace=settings.trace
     ) as runner:
         loaded = [await runner.load(source) for source in files]
         plan = [
-            (item, entry, await runner.environment_for(item, entry, env))
+            (item, entry, await runner.environment_for(item, entry, env), _env_label(env, len(envs)))
+            for env in envs
             for item in loaded
             for entry in item.source.scenarios
         ]
@@ -140,15 +148,21 @@ async def _run_files(
         with display:
 
             async def one(
-                index: int, item: LoadedFile, entry: ScenarioEntry, ident: uuid.UUID
+                index: int, item: LoadedFile, entry: ScenarioEntry, ident: uuid.UUID, label: str | None
             ) -> ScenarioOutcome:
                 outcome = await runner.run(
                     item, entry, environment_id=ident, on_progress=lambda run: display.progress(index, run)
                 )
+                outcome = attrs.evolve(outcome, environment=label)
                 display.finished(index, outcome)
                 return outcome
 
             return list(await asyncio.gather(*(one(i, *planned) for i, planned in enumerate(plan))))
+
+
+def _env_label(env: EnvChoice, count: int) -> str | None:
+    """How a report names an environment of the command line: only when there are several."""
+    return None if count < 2 or env is None else str(env)
 
 
 # --- progress ---------------------------------------------------------------------------------
@@ -181,7 +195,9 @@ def _status(run: Run, steps: int) -> tuple[int, str]:
 class LiveDisplay:
     """Live bars on a terminal: one per scenario (its steps) and one overall (scenarios finished)."""
 
-    def __init__(self, console: Console, plan: Sequence[tuple[LoadedFile, ScenarioEntry, uuid.UUID]]) -> None:
+    def __init__(
+        self, console: Console, plan: Sequence[tuple[LoadedFile, ScenarioEntry, uuid.UUID, str | None]]
+    ) -> None:
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -194,8 +210,9 @@ class LiveDisplay:
         self._overall = self._progress.add_task("[bold]all scenarios[/]", total=len(plan), status="")
         self._tasks: list[TaskID] = []
         self._steps: list[int] = []
-        for item, entry, _ in plan:
-            label = f"{escape(entry.name)} [dim]({escape(item.source.path.name)})[/]"
+        for item, entry, _, env in plan:
+            where = f" [{env}]" if env is not None else ""
+            label = f"{escape(entry.name + where)} [dim]({escape(item.source.path.name)})[/]"
             steps = max(entry.steps, 1)
             self._tasks.append(self._progress.add_task(label, total=steps, status="[dim]queued[/]"))
             self._steps.append(steps)
@@ -238,7 +255,7 @@ class PlainDisplay:
     def finished(self, index: int, outcome: ScenarioOutcome) -> None:
         word = ("FLAKY" if outcome.flaky else "PASS") if outcome.passed else "FAIL"
         tail = f"  {outcome.summary}" if outcome.summary else ""
-        line = f"{word} {outcome.name} ({outcome.path}) {outcome.duration_seconds:.2f} s{tail}"
+        line = f"{word} {outcome.label} ({outcome.path}) {outcome.duration_seconds:.2f} s{tail}"
         self._console.print(escape(line), soft_wrap=True, highlight=False)
 
 
@@ -248,11 +265,14 @@ class PlainDisplay:
 def _report(console: Console, outcomes: Sequence[ScenarioOutcome], elapsed: float) -> None:
     failures = [outcome for outcome in outcomes if not outcome.passed]
     for outcome in failures:
-        console.rule(f"[red]{escape(outcome.name)}[/]", style="red")
+        console.rule(f"[red]{escape(outcome.label)}[/]", style="red")
         console.print(escape(outcome.describe()), soft_wrap=True)
     table = Table(title="scenariokit run", title_justify="left")
     table.add_column("result")
     table.add_column("scenario")
+    several = any(outcome.environment is not None for outcome in outcomes)
+    if several:
+        table.add_column("environment")
     table.add_column("file")
     table.add_column("time", justify="right")
     table.add_column("failing step")
@@ -260,6 +280,7 @@ def _report(console: Console, outcomes: Sequence[ScenarioOutcome], elapsed: floa
         table.add_row(
             _result_word(outcome),
             escape(outcome.name),
+            *([escape(outcome.environment or "")] if several else []),
             escape(str(outcome.path)),
             f"{outcome.duration_seconds:.2f} s",
             escape(outcome.summary),

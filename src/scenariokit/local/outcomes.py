@@ -49,6 +49,13 @@ class ScenarioOutcome:
     screenshot: Path | None = None
     #: the run log, one ``level: message`` line each
     log: tuple[str, ...] = ()
+    #: the environment as the command line named it, when it named several (a row per pair)
+    environment: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The scenario's name, with ``[environment]`` when several environments were run."""
+        return f"{self.name} [{self.environment}]" if self.environment is not None else self.name
 
     @property
     def passed(self) -> bool:

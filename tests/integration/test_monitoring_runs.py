@@ -1,4 +1,5 @@
-"""Retries end to end, on SQLite and PostgreSQL: each attempt in a fresh browser, the backoff kept between."""
+"""Monitoring end to end on SQLite and PostgreSQL: retries (each attempt in a fresh browser, the backoff
+kept between) and a batch of runs against several environments."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from scenariokit.domain.model import RunErrorKind, RunStatus
-from scenariokit.formats.inputs import RunInput
+from scenariokit.formats.inputs import RunBatchInput, RunInput
 from scenariokit.kit import Kit
 from scenariokit.services import RunSettings, Services
 from scenariokit.storage.sqlalchemy import SqlStore
@@ -126,3 +127,26 @@ async def test_a_run_failing_every_attempt_fails_and_a_cancel_ends_its_backoff(k
     assert ended.run.status is RunStatus.FAIL and ended.run.error is not None
     assert ended.run.error.kind is RunErrorKind.CANCELLED
     assert [a.status for a in ended.run.attempts] == [RunStatus.FAIL, RunStatus.FAIL]
+
+
+async def test_a_three_environment_batch_runs_once_against_each(kit: Any) -> None:
+    sites = [FlakySite(failures=failures) for failures in (0, 100, 0)]
+    runners = [await _serve(site) for site in sites]
+    try:
+        environments = [
+            await kit.environments.create({"name": f"site-{i}", "data": {"url": site.url}})
+            for i, site in enumerate(sites)
+        ]
+        scenario = await kit.scenarios.create({"name": "check", "steps": [{"execCode": CHECK}]})
+        ids = tuple(environment.id for environment in environments)
+        batch = await kit.services.runs.create_batch(
+            RunBatchInput(scenario_id=scenario.id, environment_ids=ids)
+        )
+        done = await kit.services.runs.wait_batch(batch, 90)
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+    assert [detail.run.environment_id for detail in done.runs] == list(ids)
+    assert [detail.run.status for detail in done.runs] == [RunStatus.PASS, RunStatus.FAIL, RunStatus.PASS]
+    assert {detail.run.batch_id for detail in done.runs} == {batch.batch_id}
+    assert [site.hits for site in sites] == [1, 1, 1]
