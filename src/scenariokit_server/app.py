@@ -123,6 +123,7 @@ def _route_table() -> list[tuple[str, str, Handler]]:
         ("DELETE", scenario, scenarios.delete_scenario),
         ("GET", f"{scenario}/export", transfer.export_scenario),
         ("GET", f"{scenario}/runs", scenarios.list_scenario_runs),
+        ("GET", f"{scenario}/stats", scenarios.scenario_stats),
         ("GET", f"{scenario}/steps", steps.list_steps),
         ("POST", f"{scenario}/steps", steps.create_step),
         ("PUT", f"{scenario}/steps/order", steps.reorder_steps),

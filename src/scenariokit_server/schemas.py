@@ -237,6 +237,41 @@ RunBatch = Schema.from_dict(
     },
     name="RunBatchSchema",
 )
+LastFailure = schema_of(model.LastFailure, response=True)
+
+
+def _rate(description: str) -> fields.Float:
+    return fields.Float(
+        required=True,
+        allow_none=True,
+        validate=validate.Range(min=0, max=1),
+        metadata={"description": description},
+    )
+
+
+RunStats = Schema.from_dict(
+    {
+        "runs": fields.Integer(required=True, metadata={"description": "finished runs in the window"}),
+        "passed": fields.Integer(required=True),
+        "failed": fields.Integer(required=True),
+        "flaky": fields.Integer(required=True, metadata={"description": "passed after a failed attempt"}),
+        "passRate": _rate("passed / runs; null without runs"),
+        "flakyRate": _rate("flaky / runs; null without runs"),
+        "durationMs": fields.Nested(
+            Schema.from_dict(
+                {
+                    "p50": fields.Integer(required=True, allow_none=True),
+                    "p95": fields.Integer(required=True, allow_none=True),
+                },
+                name="DurationPercentilesSchema",
+            ),
+            required=True,
+            metadata={"description": "nearest-rank percentiles of run durations; null without runs"},
+        ),
+        "lastFailure": fields.Nested(LastFailure, required=True, allow_none=True),
+    },
+    name="RunStatsSchema",
+)
 ScenarioPage = page_of(Scenario, "ScenarioPage")
 EnvironmentPage = page_of(Environment, "EnvironmentPage")
 CredentialPage = page_of(Credential, "CredentialPage")

@@ -604,3 +604,36 @@ class RunLogEntry:
     step_id: uuid.UUID | None = None
     at: datetime = attrs.field(factory=utcnow)
     seq: int | None = None
+
+
+@attrs.frozen
+class LastFailure:
+    """The latest failed run of a scenario: which, when it ended, and why."""
+
+    run_id: uuid.UUID
+    at: datetime | None
+    message: str
+
+
+@attrs.frozen
+class RunStats:
+    """How a scenario's finished runs went over a window of days (docs/monitoring.md, "History")."""
+
+    runs: int = 0
+    passed: int = 0
+    failed: int = 0
+    flaky: int = 0
+    #: duration percentiles (nearest rank) of the runs that have both a start and an end, in ms
+    p50_ms: int | None = None
+    p95_ms: int | None = None
+    last_failure: LastFailure | None = None
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Passed runs over all runs (None without runs)."""
+        return self.passed / self.runs if self.runs else None
+
+    @property
+    def flaky_rate(self) -> float | None:
+        """Flaky runs (passed after a failed attempt) over all runs (None without runs)."""
+        return self.flaky / self.runs if self.runs else None

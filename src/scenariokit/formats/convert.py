@@ -62,6 +62,7 @@ _MODEL_CLASSES = (  # a class after those it holds: a hook is made with the hook
     model.RunTimings,
     model.Run,
     model.RunLogEntry,
+    model.LastFailure,
 )
 
 

@@ -17,6 +17,7 @@ from scenariokit.domain.model import (
     Environment,
     Run,
     RunLogEntry,
+    RunStats,
     Scenario,
     Session,
     Snippet,
@@ -114,6 +115,21 @@ def run_detail_json(conv: cattrs.Converter, detail: RunDetail) -> JSON:
     if detail.logs is not None:
         data["logs"] = page_json(detail.logs, lambda entry: log_json(conv, entry))
     return data
+
+
+def stats_json(conv: cattrs.Converter, stats: RunStats) -> JSON:
+    """A scenario's run history figures: counts, rates, duration percentiles and its last failure."""
+    last = stats.last_failure
+    return {
+        "runs": stats.runs,
+        "passed": stats.passed,
+        "failed": stats.failed,
+        "flaky": stats.flaky,
+        "passRate": stats.pass_rate,
+        "flakyRate": stats.flaky_rate,
+        "durationMs": {"p50": stats.p50_ms, "p95": stats.p95_ms},
+        "lastFailure": conv.unstructure(last) if last is not None else None,
+    }
 
 
 def batch_json(conv: cattrs.Converter, batch_id: object, runs: tuple[RunDetail, ...]) -> JSON:

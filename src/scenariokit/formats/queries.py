@@ -239,3 +239,26 @@ def all_order_by() -> dict[str, Sequence[str]]:
         "sessions": SessionQuery.ORDER_BY,
         "runs": RunQuery.ORDER_BY,
     }
+
+
+#: The longest window of run history a stats query may ask for, in days.
+MAX_STATS_DAYS = 366
+#: The window a stats query without ``days`` covers.
+DEFAULT_STATS_DAYS = 30
+
+
+@attrs.frozen
+class StatsQuery:
+    """The window of a scenario's run history: the last ``days`` days."""
+
+    days: int = DEFAULT_STATS_DAYS
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> StatsQuery:
+        """Build it from query-string parameters (``days``, 1 to :data:`MAX_STATS_DAYS`)."""
+        unknown = sorted(set(params) - {"days"})
+        if unknown:
+            raise InvalidQuery(
+                "unknown query parameter", {name: "unknown query parameter" for name in unknown}
+            )
+        return cls(days=_int_param(params, "days", DEFAULT_STATS_DAYS, 1, MAX_STATS_DAYS))

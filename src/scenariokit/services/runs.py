@@ -21,6 +21,7 @@ from scenariokit.domain.model import (
     RunError,
     RunErrorKind,
     RunLogEntry,
+    RunStats,
     RunStatus,
     RunTimings,
     Scenario,
@@ -33,7 +34,7 @@ from scenariokit.domain.model import (
 )
 from scenariokit.formats.inputs import RunBatchInput, RunInput
 from scenariokit.formats.presenters import RunDetail
-from scenariokit.formats.queries import LogQuery, Page, RunQuery
+from scenariokit.formats.queries import LogQuery, Page, RunQuery, StatsQuery
 from scenariokit.storage.ports import RunLease, UnitOfWork
 
 from .base import ServiceBase, missing_reference, require
@@ -132,6 +133,13 @@ class RunService(ServiceBase):
         async with self.ctx.uow(readonly=True) as uow:
             require(await uow.scenarios.get(scenario_id), "scenario", scenario_id)
             return await _with_links(uow, await uow.runs.list(query))
+
+    async def stats(self, scenario_id: uuid.UUID, query: StatsQuery | None = None) -> RunStats:
+        """How a scenario's finished runs of the last ``query.days`` days went (docs/monitoring.md)."""
+        since = utcnow() - timedelta(days=(query or StatsQuery()).days)
+        async with self.ctx.uow(readonly=True) as uow:
+            require(await uow.scenarios.get(scenario_id), "scenario", scenario_id)
+            return await uow.runs.stats(scenario_id, since)
 
     async def get(self, run_id: uuid.UUID, logs: LogQuery | None = None) -> RunDetail:
         """A run with its environment, its saved session and a page of its log (filtered by ``q``)."""

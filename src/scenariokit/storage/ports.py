@@ -20,6 +20,7 @@ from scenariokit.domain.model import (
     Environment,
     Run,
     RunLogEntry,
+    RunStats,
     Scenario,
     Session,
     Snippet,
@@ -171,6 +172,13 @@ class RunRepository(Repository[Run, RunQuery]):
     @abc.abstractmethod
     async def list_logs(self, run_id: uuid.UUID, query: LogQuery) -> Page[RunLogEntry]:
         """One page of a run's log in the order written, filtered by ``query.q`` (case-insensitive)."""
+
+    @abc.abstractmethod
+    async def stats(self, scenario_id: uuid.UUID, since: datetime) -> RunStats:
+        """How the scenario's finished runs created since ``since`` went, computed by the database.
+
+        One query per figure set (counts, duration percentiles, last failure): no run is loaded.
+        """
 
     @abc.abstractmethod
     async def rename_scenario(self, scenario_id: uuid.UUID, name: str) -> None:

@@ -19,8 +19,11 @@ from scenariokit.domain.model import (
     Credential,
     CredentialLink,
     Environment,
+    LastFailure,
     Run,
+    RunError,
     RunLogEntry,
+    RunStats,
     RunStatus,
     Scenario,
     Session,
@@ -43,7 +46,7 @@ from scenariokit.storage import ports
 from scenariokit.storage.secrets import SecretBox
 
 from . import tables as t
-from .rows import Encrypted, RowMap
+from .rows import DOCUMENTS, Encrypted, RowMap
 
 T = TypeVar("T")
 Q = TypeVar("Q", bound=ListQuery)
@@ -409,6 +412,79 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
             await self.conn.execute(sa.select(sa.func.count()).select_from(logs).where(*filters))
         ).scalar_one()
         return Page(items=items, total=int(total), page=query.page, limit=query.limit)
+
+    async def stats(self, scenario_id: uuid.UUID, since: datetime) -> RunStats:
+        runs = self.table
+        window = [
+            runs.c.scenario_id == scenario_id,
+            runs.c.created_at >= sa.bindparam("since_", since, type_=t.UTCDateTime()),
+            runs.c.status != RunStatus.IN_PROGRESS.value,
+        ]
+        passed = runs.c.status == RunStatus.PASS.value
+        failed = runs.c.status == RunStatus.FAIL.value
+        counts = (
+            await self.conn.execute(
+                sa.select(
+                    sa.func.count(),
+                    sa.func.coalesce(sa.func.sum(sa.case((passed, 1), else_=0)), 0),
+                    sa.func.coalesce(sa.func.sum(sa.case((failed, 1), else_=0)), 0),
+                    sa.func.coalesce(sa.func.sum(sa.case((runs.c.flaky, 1), else_=0)), 0),
+                ).where(*window)
+            )
+        ).one()
+        p50, p95 = await self._duration_percentiles(window)
+        last = (
+            await self.conn.execute(
+                sa.select(runs.c.id, runs.c.finished_at, runs.c.error)
+                .where(*window, failed)
+                .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+                .limit(1)
+            )
+        ).first()
+        last_failure = None
+        if last is not None:
+            error = DOCUMENTS.structure(last.error, RunError) if last.error is not None else None
+            last_failure = LastFailure(
+                run_id=last.id, at=last.finished_at, message=error.message if error else ""
+            )
+        return RunStats(
+            runs=int(counts[0]),
+            passed=int(counts[1]),
+            failed=int(counts[2]),
+            flaky=int(counts[3]),
+            p50_ms=p50,
+            p95_ms=p95,
+            last_failure=last_failure,
+        )
+
+    async def _duration_percentiles(
+        self, window: list[sa.ColumnElement[bool]]
+    ) -> tuple[int | None, int | None]:
+        """The nearest-rank 50th and 95th percentile of run durations, in ms, in one query."""
+        runs = self.table
+        if self.conn.dialect.name == "postgresql":
+            seconds = sa.func.extract("epoch", runs.c.finished_at - runs.c.started_at)
+            duration = sa.func.round(seconds * 1000)
+        else:  # SQLite keeps times as text: julianday reads them
+            days = sa.func.julianday(runs.c.finished_at) - sa.func.julianday(runs.c.started_at)
+            duration = sa.func.round(days * 86_400_000)
+        ranked = (
+            sa.select(
+                duration.label("ms"),
+                sa.func.row_number().over(order_by=duration).label("rank"),
+                sa.func.count().over().label("n"),
+            )
+            .where(*window, runs.c.started_at.is_not(None), runs.c.finished_at.is_not(None))
+            .subquery()
+        )
+
+        # nearest rank: the ceil(p * n)-th duration, in integer arithmetic every database shares
+        def at(percent: int) -> sa.ColumnElement[Any]:
+            rank = (ranked.c.n * percent + 99) // 100
+            return sa.func.max(sa.case((ranked.c.rank == rank, ranked.c.ms)))
+
+        row = (await self.conn.execute(sa.select(at(50), at(95)))).one()
+        return (None if row[0] is None else int(row[0]), None if row[1] is None else int(row[1]))
 
     async def rename_scenario(self, scenario_id: uuid.UUID, name: str) -> None:
         await self.conn.execute(
