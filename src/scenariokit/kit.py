@@ -35,8 +35,10 @@ from scenariokit.formats.inputs import (
     EnvironmentInput,
     LinkInput,
     Patch,
+    RunBatchInput,
     RunInput,
     ScenarioInput,
+    ScheduleInput,
     SnippetInput,
     StepInput,
     StepOrderInput,
@@ -72,7 +74,8 @@ JSON_COMMANDS: dict[str, dict[str, tuple[Any, str]]] = {
     "environments": _catalog(EnvironmentInput, "environment"),
     "credentials": _catalog(CredentialInput, "credential"),
     "snippets": _catalog(SnippetInput, "snippet"),
-    "runs": {"create": (RunInput, "run")},
+    "runs": {"create": (RunInput, "run"), "create_batch": (RunBatchInput, "run")},
+    "schedules": _catalog(ScheduleInput, "schedule"),
 }
 
 
@@ -130,6 +133,7 @@ class Kit:
         self.snippets: JsonDoor = door(services.snippets, commands=JSON_COMMANDS["snippets"])
         self.sessions = services.sessions
         self.runs: JsonDoor = door(services.runs, commands=JSON_COMMANDS["runs"])
+        self.schedules: JsonDoor = door(services.schedules, commands=JSON_COMMANDS["schedules"])
         self.transfer = services.transfer
         self._scheduler: Scheduler | None = None
 

@@ -123,6 +123,10 @@ TOOL_HINTS: dict[str, ToolAnnotations] = {
     "update_environment": _UPDATE,
     "run_scenario": _CREATE.model_copy(update={"open_world_hint": True}),
     "get_run": _READ,
+    "list_schedules": _READ,
+    "create_schedule": _CREATE,
+    "update_schedule": _UPDATE,
+    "delete_schedule": _DELETE,
 }
 
 

@@ -31,9 +31,10 @@ from scenariokit.formats.inputs import (
     RunBatchInput,
     RunInput,
     ScenarioInput,
+    ScheduleInput,
     StepInput,
 )
-from scenariokit.formats.queries import EnvironmentQuery, LogQuery, ScenarioQuery
+from scenariokit.formats.queries import EnvironmentQuery, LogQuery, ScenarioQuery, ScheduleQuery
 from scenariokit.services import Services
 from scenariokit_server.openapi import list_params, log_params
 from scenariokit_server.schemas import json_schema_of
@@ -72,6 +73,10 @@ StepId = Annotated[
 EnvironmentId = Annotated[
     str, Field(description="The environment's id, a UUID (from list_environments).", json_schema_extra=_UUID)
 ]
+ScheduleId = Annotated[
+    str, Field(description="The schedule's id, a UUID (from list_schedules).", json_schema_extra=_UUID)
+]
+_SCHEDULE_FIELDS = ("scenarioId", "environmentIds", "cron", "intervalSeconds", "timezone", "enabled")
 RunId = Annotated[
     str, Field(description="The run's id, a UUID (from run_scenario).", json_schema_extra=_UUID)
 ]
@@ -478,3 +483,38 @@ class ScenarioKitTools:
         services = self._services()
         detail = await services.runs.get(parse_id(runId, "runId"), query)
         return Answer(shape.run_detail_json(services.converter, detail))
+
+    # --- schedules ------------------------------------------------------------------------------
+
+    @lists(list_params(ScheduleQuery), ScheduleQuery.from_params)
+    async def list_schedules(self, query: ScheduleQuery) -> Answer:
+        """List schedules, newest first, with when each fires next: {items, total, page, limit}."""
+        services = self._services()
+        found = await services.schedules.list(query)
+        return Answer(shape.page_json(found, lambda item: shape.schedule_json(services.converter, item)))
+
+    @takes(ScheduleInput, "schedule", _SCHEDULE_FIELDS)
+    async def create_schedule(self, command: ScheduleInput) -> Answer:
+        """Schedule a scenario on `cron` or `intervalSeconds`: each fire queues a run per environment.
+
+        Each run executes the steps' code, as run_scenario does: only schedule code you trust.
+        """
+        services = self._services()
+        schedule = await services.schedules.create(command)
+        return Answer(shape.schedule_json(services.converter, schedule))
+
+    @takes(ScheduleInput, "schedule", _SCHEDULE_FIELDS, patch=True, clear=("cron", "intervalSeconds"))
+    async def update_schedule(self, scheduleId: ScheduleId, command: Patch[ScheduleInput]) -> Answer:
+        """Change some fields of a schedule; `enabled: false` pauses it and `true` resumes it.
+
+        To switch between `cron` and `intervalSeconds`, give the new one and clear the other.
+        """
+        services = self._services()
+        schedule = await services.schedules.update(parse_id(scheduleId, "scheduleId"), command)
+        return Answer(shape.schedule_json(services.converter, schedule))
+
+    async def delete_schedule(self, scheduleId: ScheduleId) -> Answer:
+        """Delete a schedule; the runs it queued stay."""
+        ident = parse_id(scheduleId, "scheduleId")
+        await self._services().schedules.delete(ident)
+        return Answer({"id": str(ident), "deleted": True})

@@ -27,6 +27,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from marshmallow import Schema, fields, validate
 
 from scenariokit.domain import model
+from scenariokit.domain import schedule as schedule_model
 from scenariokit.formats import inputs
 
 #: The attrs validators of the model, as marshmallow validators plus the JSON Schema words they need.
@@ -41,6 +42,7 @@ _VALIDATORS: dict[Callable[..., Any], tuple[validate.Validator, dict[str, Any]]]
     model.valid_retry_count: (validate.Range(min=0, max=model.MAX_RETRIES), {}),
     model.valid_backoff_seconds: (validate.Range(min=0, max=model.MAX_BACKOFF_SECONDS), {}),
     inputs.valid_environment_ids: (validate.Length(min=1, max=inputs.MAX_BATCH_ENVIRONMENTS), {}),
+    schedule_model.valid_interval: (validate.Range(min=1, max=schedule_model.MAX_INTERVAL_SECONDS), {}),
 }
 
 
@@ -272,6 +274,8 @@ RunStats = Schema.from_dict(
     },
     name="RunStatsSchema",
 )
+Schedule = schema_of(schedule_model.Schedule, response=True)
+SchedulePage = page_of(Schedule, "SchedulePage")
 ScenarioPage = page_of(Scenario, "ScenarioPage")
 EnvironmentPage = page_of(Environment, "EnvironmentPage")
 CredentialPage = page_of(Credential, "CredentialPage")
@@ -394,6 +398,7 @@ RunInput = schema_of(
 )
 
 RunBatchInput = schema_of(inputs.RunBatchInput)
+ScheduleInput = schema_of(inputs.ScheduleInput)
 
 #: The request schema of each input class, as its attrs class states it.
 REQUESTS: dict[type, type[Schema]] = {
@@ -406,6 +411,7 @@ REQUESTS: dict[type, type[Schema]] = {
     inputs.SnippetInput: SnippetInput,
     inputs.RunInput: RunCommand,
     inputs.RunBatchInput: RunBatchInput,
+    inputs.ScheduleInput: ScheduleInput,
 }
 
 OPENAPI_VERSION = "3.0.3"

@@ -27,6 +27,10 @@ REQUIRED = {
     "update_environment": {"environmentId"},
     "run_scenario": {"scenarioId"},  # and environmentId, or environmentIds for a batch
     "get_run": {"runId"},
+    "list_schedules": set(),
+    "create_schedule": {"scenarioId", "environmentIds"},
+    "update_schedule": {"scheduleId"},
+    "delete_schedule": {"scheduleId"},
 }
 
 

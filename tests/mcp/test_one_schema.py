@@ -22,6 +22,7 @@ COMPONENTS = {
     inputs.StepInput: "StepInput",
     inputs.EnvironmentInput: "EnvironmentInput",
     inputs.RunInput: "RunInput",
+    inputs.ScheduleInput: "ScheduleInput",
 }
 
 
@@ -30,6 +31,7 @@ LIST_OPERATIONS = {
     "list_scenarios": "/api/v1/scenarios",
     "list_environments": "/api/v1/environments",
     "get_run": "/api/v1/run/{id}",
+    "list_schedules": "/api/v1/schedules",
 }
 
 
@@ -69,7 +71,8 @@ def _as_json_schema(prop: dict[str, Any]) -> dict[str, Any]:
         out["type"] = [out["type"], "null"]
     if "items" in out:
         items = dict(out["items"])
-        items["properties"] = {k: _as_json_schema(v) for k, v in items.get("properties", {}).items()}
+        if "properties" in items:  # an array of objects (steps); an array of ids has none
+            items["properties"] = {k: _as_json_schema(v) for k, v in items["properties"].items()}
         out["items"] = items
     return out
 
@@ -91,6 +94,8 @@ def test_every_tool_that_takes_a_body_is_compared() -> None:
         "create_environment",
         "update_environment",
         "run_scenario",
+        "create_schedule",
+        "update_schedule",
     }
 
 

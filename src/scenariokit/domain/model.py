@@ -565,6 +565,8 @@ class Run:
     flaky: bool = False
     #: the batch the run was queued in: one request, one run per environment (docs/monitoring.md)
     batch_id: uuid.UUID | None = None
+    #: the schedule whose fire queued the run
+    schedule_id: uuid.UUID | None = None
 
     @property
     def duration_ms(self) -> int | None:

@@ -28,12 +28,15 @@ from scenariokit.domain import model
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.json_values import check_json
 from scenariokit.domain.model import FieldError, FieldErrors, camel
+from scenariokit.domain.schedule import Schedule
 from scenariokit.formats import inputs
 
 T = TypeVar("T")
 
 #: Fields a client may send back from a read but that are never written (ignored on input).
-READ_ONLY_FIELDS = frozenset({"id", "createdAt", "updatedAt", "hasSecret", "kind"})
+READ_ONLY_FIELDS = frozenset(
+    {"id", "createdAt", "updatedAt", "hasSecret", "kind", "lastFiredAt", "nextFireAt"}
+)
 
 _INPUT_CLASSES = (
     inputs.StepInput,
@@ -45,6 +48,7 @@ _INPUT_CLASSES = (
     inputs.SnippetInput,
     inputs.RunInput,
     inputs.RunBatchInput,
+    inputs.ScheduleInput,
 )
 _MODEL_CLASSES = (  # a class after those it holds: a hook is made with the hooks of its fields
     model.Retries,
@@ -63,6 +67,7 @@ _MODEL_CLASSES = (  # a class after those it holds: a hook is made with the hook
     model.Run,
     model.RunLogEntry,
     model.LastFailure,
+    Schedule,
 )
 
 

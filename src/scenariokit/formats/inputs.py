@@ -30,6 +30,14 @@ from scenariokit.domain.model import (
     valid_order,
     valid_timeout,
 )
+from scenariokit.domain.schedule import (
+    CRON_FIELDS,
+    MAX_INTERVAL_SECONDS,
+    one_timing,
+    valid_cron,
+    valid_interval,
+    valid_timezone,
+)
 
 
 def _about(description: str) -> dict[str, str]:
@@ -219,6 +227,42 @@ class RunBatchInput:
     session_id: uuid.UUID | None = attrs.field(
         default=None, metadata=_about("Start every run from this saved session's cookies and storage.")
     )
+
+
+@reports_every_field
+@attrs.frozen
+class ScheduleInput:
+    """A schedule to create, or the full new state of one: ``cron`` or ``intervalSeconds``, not both."""
+
+    scenario_id: uuid.UUID = attrs.field(metadata=_about("Id (UUID) of the scenario each fire runs."))
+    environment_ids: tuple[uuid.UUID, ...] = attrs.field(
+        validator=valid_environment_ids,
+        metadata=_about(
+            f"Ids (UUIDs) of 1 to {MAX_BATCH_ENVIRONMENTS} environments, each once: each fire queues one "
+            "run per environment."
+        ),
+    )
+    cron: str | None = attrs.field(
+        default=None,
+        validator=valid_cron,
+        metadata=_about(f"A cron expression of 5 fields ({CRON_FIELDS}), read in `timezone`."),
+    )
+    interval_seconds: int | None = attrs.field(
+        default=None,
+        validator=valid_interval,
+        metadata=_about(f"Fire every N seconds (1 to {MAX_INTERVAL_SECONDS}), instead of `cron`."),
+    )
+    timezone: str = attrs.field(
+        default="UTC",
+        validator=valid_timezone,
+        metadata=_about("The IANA time zone `cron` is read in (default UTC), e.g. Europe/Berlin."),
+    )
+    enabled: bool = attrs.field(
+        default=True, metadata=_about("false pauses the schedule: it does not fire until enabled again.")
+    )
+
+    def __attrs_post_init__(self) -> None:
+        one_timing(self.cron, self.interval_seconds)
 
 
 I = TypeVar("I")  # noqa: E741 - the input type a patch changes

@@ -23,6 +23,7 @@ from scenariokit.domain.model import (
     Snippet,
     Step,
 )
+from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.queries import Page
 
 T = TypeVar("T")
@@ -115,6 +116,11 @@ def run_detail_json(conv: cattrs.Converter, detail: RunDetail) -> JSON:
     if detail.logs is not None:
         data["logs"] = page_json(detail.logs, lambda entry: log_json(conv, entry))
     return data
+
+
+def schedule_json(conv: cattrs.Converter, schedule: Schedule) -> JSON:
+    """One schedule, with its last and next fire."""
+    return conv.unstructure(schedule)
 
 
 def stats_json(conv: cattrs.Converter, stats: RunStats) -> JSON:

@@ -196,6 +196,26 @@ class RunQuery(ListQuery):
 
 
 @attrs.frozen
+class ScheduleQuery(ListQuery):
+    """List of schedules: ``createdAt|updatedAt|nextFireAt``, newest first; filters by scenario."""
+
+    ORDER_BY: ClassVar[tuple[str, ...]] = ("createdAt", "updatedAt", "nextFireAt")
+    DEFAULT_ORDER: ClassVar[tuple[str, OrderDir]] = ("createdAt", "desc")
+
+    scenario_id: uuid.UUID | None = None
+
+    @classmethod
+    def known_params(cls) -> frozenset[str]:
+        return (super().known_params() | {"scenarioId"}) - {"q"}
+
+    @classmethod
+    def _kwargs(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        kwargs = super()._kwargs(params)
+        kwargs["scenario_id"] = _uuid(params.get("scenarioId"), "scenarioId")
+        return kwargs
+
+
+@attrs.frozen
 class LogQuery:
     """A page of one run's log, filtered by a case-insensitive substring."""
 

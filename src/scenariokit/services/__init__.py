@@ -15,6 +15,7 @@ from .base import Context, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
 from .runs import RunService
 from .scenarios import ScenarioService
+from .schedules import ScheduleService
 from .transfer import ImportReport, TransferService
 
 
@@ -45,6 +46,7 @@ class Services:
         self.snippets = SnippetService(self.context)
         self.sessions = SessionService(self.context)
         self.runs = RunService(self.context)
+        self.schedules = ScheduleService(self.context)
         self.transfer = TransferService(self.context)
 
     @property

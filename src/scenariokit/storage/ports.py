@@ -25,6 +25,7 @@ from scenariokit.domain.model import (
     Session,
     Snippet,
 )
+from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.queries import (
     CredentialQuery,
     EnvironmentQuery,
@@ -33,6 +34,7 @@ from scenariokit.formats.queries import (
     Page,
     RunQuery,
     ScenarioQuery,
+    ScheduleQuery,
     SessionQuery,
     SnippetQuery,
 )
@@ -185,6 +187,29 @@ class RunRepository(Repository[Run, RunQuery]):
         """Keep the scenario name stored with its runs (their sort key) in step with a rename."""
 
 
+class ScheduleRepository(Repository[Schedule, ScheduleQuery]):
+    """Schedules, and the claim of each fire."""
+
+    @abc.abstractmethod
+    async def due(self, now: datetime, limit: int) -> list[Schedule]:
+        """Enabled schedules whose next fire is at or before ``now``, earliest first."""
+
+    @abc.abstractmethod
+    async def claim_fire(
+        self, ident: uuid.UUID, *, due_at: datetime, fired_at: datetime, next_fire_at: datetime
+    ) -> bool:
+        """Take the fire due at ``due_at``: move the schedule on to ``next_fire_at``; False if another did.
+
+        A conditional update on the fire it expects: of every scheduler sharing the store, exactly one
+        sees it succeed (PostgreSQL re-reads the row once a concurrent claim commits; SQLite writes one
+        at a time). The caller queues the fire's runs in the same unit of work.
+        """
+
+    @abc.abstractmethod
+    async def next_due(self) -> datetime | None:
+        """The earliest next fire of an enabled schedule, or None."""
+
+
 class UnitOfWork(abc.ABC):
     """One transaction over every repository."""
 
@@ -194,6 +219,7 @@ class UnitOfWork(abc.ABC):
     snippets: SnippetRepository
     sessions: SessionRepository
     runs: RunRepository
+    schedules: ScheduleRepository
 
     async def __aenter__(self) -> Self:
         return self

@@ -31,6 +31,7 @@ from scenariokit.domain.model import (
     Snippet,
     Step,
 )
+from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.queries import (
     CredentialQuery,
     EnvironmentQuery,
@@ -39,6 +40,7 @@ from scenariokit.formats.queries import (
     Page,
     RunQuery,
     ScenarioQuery,
+    ScheduleQuery,
     SessionQuery,
     SnippetQuery,
 )
@@ -490,3 +492,48 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         await self.conn.execute(
             sa.update(self.table).where(self.table.c.scenario_id == scenario_id).values(scenario_name=name)
         )
+
+
+class ScheduleRepository(_TableRepository[Schedule, ScheduleQuery], ports.ScheduleRepository):
+    table = t.schedules
+    row_map = RowMap(Schedule, t.schedules)
+    order_columns = {"createdAt": "created_at", "updatedAt": "updated_at", "nextFireAt": "next_fire_at"}
+
+    def _filters(self, query: ScheduleQuery) -> list[sa.ColumnElement[bool]]:
+        if query.scenario_id is None:
+            return []
+        return [self.table.c.scenario_id == query.scenario_id]
+
+    async def due(self, now: datetime, limit: int) -> list[Schedule]:
+        schedules = self.table
+        rows = await self.conn.execute(
+            sa.select(schedules)
+            .where(
+                schedules.c.enabled,
+                schedules.c.next_fire_at <= sa.bindparam("now_", now, type_=t.UTCDateTime()),
+            )
+            .order_by(schedules.c.next_fire_at, schedules.c.id)
+            .limit(limit)
+        )
+        return [self.from_row(row) for row in rows]
+
+    async def claim_fire(
+        self, ident: uuid.UUID, *, due_at: datetime, fired_at: datetime, next_fire_at: datetime
+    ) -> bool:
+        schedules = self.table
+        result = await self.conn.execute(
+            sa.update(schedules)
+            .where(
+                schedules.c.id == ident,
+                schedules.c.enabled,
+                schedules.c.next_fire_at == sa.bindparam("due_", due_at, type_=t.UTCDateTime()),
+            )
+            .values(last_fired_at=fired_at, next_fire_at=next_fire_at)
+        )
+        return bool(result.rowcount)
+
+    async def next_due(self) -> datetime | None:
+        schedules = self.table
+        stmt = sa.select(sa.func.min(schedules.c.next_fire_at)).where(schedules.c.enabled)
+        found: datetime | None = (await self.conn.execute(stmt)).scalar_one_or_none()  # min() keeps the type
+        return found
