@@ -209,7 +209,7 @@ async def test_the_heartbeat_leaves_a_run_that_just_finished_alone(
 ) -> None:
     # Heartbeats every 0.2 s; each finish pauses 1.5 s between its commit and the scheduler noticing.
     settings = RunSettings(artifacts_dir=tmp_path / "artifacts", lease_seconds=0.6)
-    paused = Services(FaultyStore(store, pause_after=1.5), settings=settings)  # type: ignore[arg-type]
+    paused = json_services(Services(FaultyStore(store, pause_after=1.5), settings=settings))  # type: ignore[arg-type]
     scheduler = await _scheduler(paused)
     try:
         with caplog.at_level(logging.WARNING, logger="scenariokit"):
