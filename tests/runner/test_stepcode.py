@@ -200,8 +200,8 @@ async def test_a_job_step_is_compiled_once_and_the_runner_uses_that_compile(
     good = step_job(Step(exec_code="import asyncio\nawait asyncio.sleep(0)\nlog('ran')", order=1))
     bad = step_job(Step(exec_code="x = (", order=2))
     assert compiles == ["<step 1>", "<step 2>"]
-    assert good.code is not None and good.syntax_error is None
-    assert bad.code is None and bad.syntax_error == (1, "'(' was never closed")
+    assert good.compiled_code is not None and good.syntax_error is None
+    assert bad.compiled_code is None and bad.syntax_error == (1, "'(' was never closed")
 
     problems = check_syntax([good, bad])
     assert compiled(good) is good

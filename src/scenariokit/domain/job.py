@@ -34,7 +34,7 @@ class StepJob:
     timeout_seconds: float
     #: the code compiled by :func:`compiled`, as :mod:`marshal` bytes (a code object does not pickle);
     #: None while nobody compiled it
-    code: bytes | None = attrs.field(default=None, repr=False)
+    compiled_code: bytes | None = attrs.field(default=None, repr=False)
     #: ``(line, message)`` when that compile failed
     syntax_error: tuple[int | None, str] | None = None
 
@@ -50,7 +50,7 @@ def compiled(step: StepJob) -> StepJob:
     The one compile of a step in a run: the worker loads this code instead of compiling again, and
     the syntax check before a browser starts reads the outcome.
     """
-    if step.code is not None or step.syntax_error is not None:
+    if step.compiled_code is not None or step.syntax_error is not None:
         return step
     try:
         code = compile_step_code(step.exec_code, step.filename)
@@ -58,7 +58,7 @@ def compiled(step: StepJob) -> StepJob:
         return attrs.evolve(step, syntax_error=(exc.lineno, str(exc.msg)))
     except ValueError as exc:  # e.g. source code with a NUL byte
         return attrs.evolve(step, syntax_error=(None, str(exc)))
-    return attrs.evolve(step, code=marshal.dumps(code))
+    return attrs.evolve(step, compiled_code=marshal.dumps(code))
 
 
 def step_job(step: Step) -> StepJob:

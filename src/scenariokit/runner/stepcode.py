@@ -69,8 +69,8 @@ def compile_step(step: StepJob) -> types.CodeType:
 
     Raises :class:`SyntaxError`.
     """
-    if step.code is not None:
-        code: types.CodeType = marshal.loads(step.code)  # made by domain.job.compiled, in this interpreter
+    if step.compiled_code is not None:  # made by domain.job.compiled, in this same interpreter
+        code: types.CodeType = marshal.loads(step.compiled_code)
         return code
     return compile_step_code(step.exec_code, step_filename(step))
 
