@@ -11,7 +11,7 @@ import enum
 import math
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
@@ -639,3 +639,36 @@ class RunStats:
     def flaky_rate(self) -> float | None:
         """Flaky runs (passed after a failed attempt) over all runs (None without runs)."""
         return self.flaky / self.runs if self.runs else None
+
+
+#: How many earlier runs a streak looks back at: thresholds beyond it read as "at least this many".
+STREAK_WINDOW = 100
+
+
+@attrs.frozen
+class RunStreak:
+    """Where a finished run stands among the runs of its scenario against its environment.
+
+    ``failures`` counts the failed runs in a row ending with this one (0 when it passed);
+    ``failures_before`` those in a row just before it. A run's streak depends only on the runs that
+    finished before it, so it is the same whoever computes it, and a threshold is crossed by one run only.
+    """
+
+    failures: int = 0
+    failures_before: int = 0
+
+
+def streak_of(statuses: Sequence[RunStatus]) -> RunStreak:
+    """The streak of the run whose status comes first in ``statuses`` (newest first, then earlier runs)."""
+    if not statuses:
+        return RunStreak()
+
+    def failed_in_a_row(items: Sequence[RunStatus]) -> int:
+        count = 0
+        for status in items:
+            if status is not RunStatus.FAIL:
+                break
+            count += 1
+        return count
+
+    return RunStreak(failures=failed_in_a_row(statuses), failures_before=failed_in_a_row(statuses[1:]))

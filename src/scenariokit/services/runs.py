@@ -16,6 +16,7 @@ import attrs
 from scenariokit.domain.errors import Conflict, NotFound, ScenarioKitError, ValidationError
 from scenariokit.domain.job import CredentialValue, RunFinished, RunJob, SessionSaved, step_job
 from scenariokit.domain.model import (
+    STREAK_WINDOW,
     Run,
     RunAttempt,
     RunError,
@@ -30,6 +31,7 @@ from scenariokit.domain.model import (
     StepResult,
     is_flaky,
     skip_remaining,
+    streak_of,
     utcnow,
 )
 from scenariokit.formats.inputs import RunBatchInput, RunInput
@@ -205,7 +207,7 @@ class RunService(ServiceBase):
                 return run
             finished, scenario = await self._write_failure(uow, run, RunErrorKind.CANCELLED, reason)
             await uow.commit()
-        self._notify_finished(finished, scenario)
+        await self._notify_finished(finished, scenario)
         return finished
 
     def _orphaned(self, lease: RunLease | None) -> str | None:
@@ -406,7 +408,7 @@ class RunService(ServiceBase):
             await uow.runs.update(run)
             await uow.commit()
             scenario = await uow.scenarios.get(run.scenario_id)
-        self._notify_finished(run, scenario)
+        await self._notify_finished(run, scenario)
         return run
 
     async def record_browser_close(self, run_id: uuid.UUID, milliseconds: int) -> None:
@@ -433,7 +435,7 @@ class RunService(ServiceBase):
             finished, scenario = await self._write_failure(uow, run, kind, message)
             await uow.runs.append_logs([RunLogEntry(run_id=run_id, level="error", message=message)])
             await uow.commit()
-        self._notify_finished(finished, scenario)
+        await self._notify_finished(finished, scenario)
         return finished
 
     async def reap_expired(
@@ -468,7 +470,7 @@ class RunService(ServiceBase):
                 await uow.runs.append_logs([RunLogEntry(run_id=run.id, level="error", message=message)])
             await uow.commit()
         for finished, scenario in reaped:
-            self._notify_finished(finished, scenario)
+            await self._notify_finished(finished, scenario)
         return [finished.id for finished, _ in reaped]
 
     async def close_session(self, session_id: uuid.UUID) -> None:
@@ -515,10 +517,22 @@ class RunService(ServiceBase):
         await uow.runs.update(finished)
         return finished, scenario
 
-    def _notify_finished(self, run: Run, scenario: Scenario | None) -> None:
-        """Fire ``run_finished`` once the outcome is committed (call it after the unit of work)."""
-        if scenario is not None:
-            self.ctx.hooks.run_finished(run=run, scenario=scenario)
+    async def _notify_finished(self, run: Run, scenario: Scenario | None) -> None:
+        """Fire ``run_finished`` once the outcome is committed (call it after the unit of work).
+
+        With the run's streak among the runs of its scenario against its environment, read from the
+        store, so a plugin alerting on a change of state (pass to fail, fail to pass) alerts once
+        whichever process finished the run.
+        """
+        if scenario is None:
+            return
+        try:
+            async with self.ctx.uow(readonly=True) as uow:
+                streak = streak_of(await uow.runs.recent_statuses(run, STREAK_WINDOW + 1))
+        except Exception:  # the outcome is stored; a plugin still hears of it, without history
+            log.exception("reading the streak of run %s failed", run.id)
+            streak = streak_of([run.status])
+        self.ctx.hooks.run_finished(run=run, scenario=scenario, streak=streak)
 
 
 async def _with_links(uow: UnitOfWork, page: Page[Run]) -> Page[RunDetail]:

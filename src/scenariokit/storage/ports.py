@@ -21,6 +21,7 @@ from scenariokit.domain.model import (
     Run,
     RunLogEntry,
     RunStats,
+    RunStatus,
     Scenario,
     Session,
     Snippet,
@@ -174,6 +175,13 @@ class RunRepository(Repository[Run, RunQuery]):
     @abc.abstractmethod
     async def list_logs(self, run_id: uuid.UUID, query: LogQuery) -> Page[RunLogEntry]:
         """One page of a run's log in the order written, filtered by ``query.q`` (case-insensitive)."""
+
+    @abc.abstractmethod
+    async def recent_statuses(self, run: Run, limit: int) -> list[RunStatus]:
+        """The statuses of ``run`` and the finished runs of its scenario and environment before it.
+
+        Newest first, ``run`` first, at most ``limit``; "before" is by ``finishedAt`` (then id).
+        """
 
     @abc.abstractmethod
     async def stats(self, scenario_id: uuid.UUID, since: datetime) -> RunStats:

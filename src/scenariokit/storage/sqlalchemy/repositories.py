@@ -415,6 +415,24 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         ).scalar_one()
         return Page(items=items, total=int(total), page=query.page, limit=query.limit)
 
+    async def recent_statuses(self, run: Run, limit: int) -> list[RunStatus]:
+        runs = self.table
+        if run.finished_at is None:
+            return []
+        at = sa.bindparam("at_", run.finished_at, type_=t.UTCDateTime())
+        rows = await self.conn.execute(
+            sa.select(runs.c.status)
+            .where(
+                runs.c.scenario_id == run.scenario_id,
+                runs.c.environment_id == run.environment_id,
+                runs.c.status != RunStatus.IN_PROGRESS.value,
+                sa.or_(runs.c.finished_at < at, sa.and_(runs.c.finished_at == at, runs.c.id <= run.id)),
+            )
+            .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+            .limit(limit)
+        )
+        return [RunStatus(status) for status in rows.scalars()]
+
     async def stats(self, scenario_id: uuid.UUID, since: datetime) -> RunStats:
         runs = self.table
         window = [
