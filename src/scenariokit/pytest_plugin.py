@@ -156,6 +156,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="browsers per pytest process (default $SCENARIOKIT_WORKERS or 1)",
     )
     group.addoption(
+        "--scenariokit-html",
+        metavar="DIR",
+        help="write an HTML report of the scenarios run to DIR (index.html and a page per scenario; "
+        "under pytest-xdist each worker writes index-<worker>.html)",
+    )
+    group.addoption(
         "--scenariokit-artifacts",
         metavar="DIR",
         help="where screenshots and traces go, a folder per run (default $SCENARIOKIT_ARTIFACTS_DIR "
@@ -172,10 +178,47 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Close the browsers at the end of the session, before pytest reports."""
+    """Close the browsers at the end of the session, before pytest reports; write the HTML report."""
     runner = session.config.stash.get(SESSION_RUNNER, None)
     if runner is not None:
         runner.close()
+    _write_html_report(session.config)
+
+
+#: The outcomes of the scenarios this process ran, in order, for ``--scenariokit-html``.
+OUTCOMES = pytest.StashKey["list[ScenarioOutcome]"]()
+
+
+def _record(config: pytest.Config, outcome: ScenarioOutcome) -> None:
+    if config.getoption("scenariokit_html", None):
+        config.stash.setdefault(OUTCOMES, []).append(outcome)
+
+
+def _write_html_report(config: pytest.Config) -> None:
+    """``--scenariokit-html DIR``: the report of the scenarios this process ran (none: nothing written)."""
+    folder = config.getoption("scenariokit_html", None)
+    outcomes = config.stash.get(OUTCOMES, [])
+    if not folder or not outcomes:
+        return
+    from scenariokit.local.html_report import INDEX_FILE, write_html_report
+
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    index = f"index-{worker}.html" if worker else INDEX_FILE
+    path = write_html_report(
+        config.invocation_params.dir / folder, outcomes, title="scenariokit (pytest)", index_name=index
+    )
+    config.stash[HTML_INDEX] = path
+
+
+#: The index page ``--scenariokit-html`` wrote, for the terminal summary.
+HTML_INDEX = pytest.StashKey[Path]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Say where the HTML report is, last, where a person looks."""
+    index = config.stash.get(HTML_INDEX, None)
+    if index is not None:
+        terminalreporter.write_line(f"scenariokit HTML report: {index}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -271,9 +314,12 @@ class ScenarioItem(pytest.Item):
             return await runner.run(loaded, self.entry, environment_id=self._environment_id)
 
         outcome = session_runner(self.config).call(run)
+        _record(self.config, outcome)
         self.user_properties.append(("run_id", str(outcome.run.id)))
         if outcome.screenshot is not None:
             self.user_properties.append(("screenshot", str(outcome.screenshot)))
+        if outcome.trace is not None:
+            self.user_properties.append(("trace", str(outcome.trace)))
         if outcome.flaky:
             self.user_properties.append((FLAKY_PROPERTY, True))
         if outcome.log:
@@ -307,10 +353,19 @@ class ScenarioKitFixture:
     file with one environment, or a mapping of environment data such as ``{"url": site_url}``.
     """
 
-    def __init__(self, runner: SessionRunner, *, base: Path, default_env: EnvChoice = None) -> None:
+    def __init__(
+        self,
+        runner: SessionRunner,
+        *,
+        base: Path,
+        default_env: EnvChoice = None,
+        record: Callable[[ScenarioOutcome], None] | None = None,
+    ) -> None:
         self._runner = runner
         self._base = base
         self._default_env = default_env
+        #: keeps each outcome for ``--scenariokit-html``
+        self._record = record or (lambda outcome: None)
 
     def _path(self, path: str | os.PathLike[str]) -> Path:
         """A relative path is looked up beside the test module first, then from the current folder."""
@@ -333,6 +388,8 @@ class ScenarioKitFixture:
     ) -> FileResult:
         """Run every scenario of a file (or the one named ``scenario``) and return their outcomes."""
         result: FileResult = self._runner.call(self._run(path, env, scenario))
+        for outcome in result:
+            self._record(outcome)
         return result
 
     async def arun_yaml(
@@ -340,6 +397,8 @@ class ScenarioKitFixture:
     ) -> FileResult:
         """:meth:`run_yaml` as a coroutine, for ``async`` tests."""
         result: FileResult = await self._runner.acall(self._run(path, env, scenario))
+        for outcome in result:
+            self._record(outcome)
         return result
 
     def call(self, fn: Callable[[Kit], Awaitable[T]]) -> T:
@@ -358,4 +417,5 @@ def scenariokit(request: pytest.FixtureRequest) -> ScenarioKitFixture:
         session_runner(request.config),
         base=Path(request.path).parent,
         default_env=request.config.getoption("scenariokit_env"),
+        record=lambda outcome: _record(request.config, outcome),
     )

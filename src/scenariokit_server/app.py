@@ -34,7 +34,9 @@ from scenariokit_server.boundary import (
 from scenariokit_server.errors import problem_middleware
 from scenariokit_server.mcp import setup_mcp
 from scenariokit_server.openapi import setup_openapi
+from scenariokit_server.reports import is_report_page, setup_reports, token_page
 from scenariokit_server.settings import Settings, SettingsError, UnsafeBindError
+from scenariokit_server.trace import ArtifactLinks, setup_trace_viewer
 from scenariokit_server.views import (
     API_PREFIX,
     credentials,
@@ -65,9 +67,14 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
     Without ``services`` the store named by the settings is opened at startup and closed at cleanup;
     with them, the caller owns their store.
     """
+    links = ArtifactLinks.for_tokens(settings.api_tokens)  # signed artifact links (docs/reports.md)
     app = web.Application(
         # The trust boundary runs before authentication: a request it refuses learns nothing more.
-        middlewares=[problem_middleware, trust_boundary(settings), bearer_auth(settings.api_tokens)],
+        middlewares=[
+            problem_middleware,
+            trust_boundary(settings),
+            bearer_auth(settings.api_tokens, links),
+        ],
         client_max_size=settings.max_body_bytes,
     )
     app[keys.SETTINGS] = settings
@@ -77,6 +84,9 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
     app.cleanup_ctx.extend(_lifecycles(settings, services))
     setup_routes(app)
     setup_openapi(app, settings, version=health.service_version())  # documents the routes added so far
+    # The pages people look at: HTML and Playwright's viewer, outside the REST document.
+    setup_trace_viewer(app, links)
+    setup_reports(app)
     # After the lifecycles (MCP's session manager stops before the services close) and the REST docs.
     setup_mcp(app)
     setup_cors(app, origin_rule(settings))  # covers every route added so far, /mcp included
@@ -207,21 +217,31 @@ def setup_cors(app: web.Application, origins: OriginRule) -> None:
             cors.add(route)
 
 
-def bearer_auth(tokens: tuple[str, ...]) -> Middleware:
+def bearer_auth(tokens: tuple[str, ...], links: ArtifactLinks | None = None) -> Middleware:
     """A middleware requiring ``Authorization: Bearer <token>`` on protected paths when tokens are set.
 
-    CORS preflight (``OPTIONS``) passes: browsers send it without credentials.
+    CORS preflight (``OPTIONS``) passes: browsers send it without credentials. An artifact requested
+    with a valid signed link (``links``, see :mod:`scenariokit_server.trace`) passes: that is how the
+    trace viewer and a report's ``<img>`` fetch it. A report page without a token answers 401 with the
+    form that asks for one (:func:`scenariokit_server.reports.token_page`), holding no data.
     """
     expected = [token.encode() for token in tokens]
+    links = links or ArtifactLinks()
 
     @web.middleware
     async def require_bearer_token(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if expected and request.method != "OPTIONS" and request.path.startswith(PROTECTED_PREFIXES):
-            if not _token_matches(request.headers.get("Authorization", ""), expected):
+        if not expected or request.method == "OPTIONS":
+            return await handler(request)
+        if request.path.startswith(PROTECTED_PREFIXES):
+            authorized = _token_matches(request.headers.get("Authorization", ""), expected)
+            if not authorized and not links.allows(request):
                 raise web.HTTPUnauthorized(
                     text="a valid 'Authorization: Bearer <token>' header is required",
                     headers={"WWW-Authenticate": f'Bearer realm="{REALM}"'},
                 )
+        elif is_report_page(request.path):
+            if not _token_matches(request.headers.get("Authorization", ""), expected):
+                return token_page()
         return await handler(request)
 
     return require_bearer_token

@@ -1,8 +1,8 @@
 """The HTTP trust boundary (docs/deployment.md, "The trust boundary"): which requests reach a handler.
 
 The service executes code, so a request it should not have taken is remote code execution. One rule
-serves ``/api/v1`` and ``/mcp`` alike, with or without tokens, before authentication and before any
-handler reads a byte of the body:
+serves ``/api/v1`` and ``/mcp`` alike (and the pages that show runs, ``/report`` and ``/trace``), with
+or without tokens, before authentication and before any handler reads a byte of the body:
 
 - every request names the server in ``Host`` (421 otherwise): DNS rebinding cannot read or write;
 - an unsafe request (POST, PUT, PATCH, DELETE) with an ``Origin`` comes from an allowed CORS origin or
@@ -30,8 +30,9 @@ from scenariokit_server.errors import problem
 from scenariokit_server.settings import Settings, SettingsError
 from scenariokit_server.views import API_PREFIX
 
-#: Paths the Host, Origin and Content-Type rules guard.
-GUARDED_PREFIXES = (API_PREFIX, "/mcp")
+#: Paths the Host, Origin and Content-Type rules guard (the report pages and the trace viewer read
+#: runs too: a DNS-rebinding page must not read them either).
+GUARDED_PREFIXES = (API_PREFIX, "/mcp", "/report", "/trace")
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")

@@ -42,6 +42,7 @@ from scenariokit.services import Services
 from scenariokit_server import keys
 from scenariokit_server.errors import domain_problem_body, problem_body, status_of
 from scenariokit_server.mcp_tools import JSON, Answer, ScenarioKitTools
+from scenariokit_server.trace import trace_viewer_url
 from scenariokit_server.views.health import service_version
 
 MCP_PATH = "/mcp"
@@ -247,7 +248,8 @@ def setup_mcp(app: web.Application) -> None:
     then stops the MCP endpoint before the services close.
     """
     settings = keys.settings(app)
-    server = build_mcp_server(ScenarioKitTools(functools.partial(_services, app)))
+    tools = ScenarioKitTools(functools.partial(_services, app), functools.partial(trace_viewer_url, app))
+    server = build_mcp_server(tools)
     # Builds the session manager; its Starlette routing is not used: aiohttp routes /mcp to the manager.
     server.streamable_http_app(
         streamable_http_path=MCP_PATH,

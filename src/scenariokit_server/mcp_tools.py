@@ -22,7 +22,7 @@ import cattrs
 from pydantic import Field, WithJsonSchema
 
 from scenariokit.domain.errors import ValidationError
-from scenariokit.domain.model import camel
+from scenariokit.domain.model import Run, camel
 from scenariokit.formats import presenters as shape
 from scenariokit.formats.convert import structure_input, structure_run_request
 from scenariokit.formats.inputs import (
@@ -300,8 +300,12 @@ class ScenarioKitTools:
     its parameters the tool's arguments. A domain error it raises is answered by the caller.
     """
 
-    def __init__(self, services: Callable[[], Services]) -> None:
+    def __init__(
+        self, services: Callable[[], Services], trace_link: Callable[[Run], str | None] | None = None
+    ) -> None:
         self._services = services
+        #: where the server's trace viewer opens a run's trace (``traceViewerUrl``, as REST answers it)
+        self._trace_link = trace_link or (lambda run: None)
 
     def tool(self, name: str) -> Callable[..., Awaitable[Answer]]:
         """Tool ``name`` as the SDK is given it: a body's fields and a list's parameters are its own.
@@ -454,7 +458,9 @@ class ScenarioKitTools:
             detail = await services.runs.wait(run.id, waitSeconds, poll_seconds=WAIT_POLL_SECONDS)
         else:
             detail = await services.runs.get(run.id)
-        data = shape.run_detail_json(services.converter, detail)
+        data = shape.run_detail_json(
+            services.converter, detail, trace_viewer_url=self._trace_link(detail.run)
+        )
         if wait and not detail.run.finished:
             note = (
                 f"The run is still in_progress after waiting {waitSeconds:g} s; call get_run with "
@@ -482,7 +488,9 @@ class ScenarioKitTools:
         """Read a run: status, error, step results, environment, saved session, and a page of its log."""
         services = self._services()
         detail = await services.runs.get(parse_id(runId, "runId"), query)
-        return Answer(shape.run_detail_json(services.converter, detail))
+        return Answer(
+            shape.run_detail_json(services.converter, detail, trace_viewer_url=self._trace_link(detail.run))
+        )
 
     # --- schedules ------------------------------------------------------------------------------
 

@@ -188,6 +188,16 @@ ScenarioRef = Schema.from_dict(
     {"id": fields.UUID(required=True), "name": fields.String(required=True)}, name="ScenarioRefSchema"
 )
 LogEntry = schema_of(model.RunLogEntry, name="LogEntry", response=True, exclude=("run_id",))
+Artifact = Schema.from_dict(
+    {
+        "name": fields.String(required=True, metadata={"description": "the file name"}),
+        "url": fields.String(
+            required=True, metadata={"description": "where GET /api/v1/run/{id}/artifacts/{name} serves it"}
+        ),
+        "content_type": fields.String(required=True, data_key="contentType"),
+    },
+    name="ArtifactSchema",
+)
 LogPage = page_of(LogEntry, "LogPage")
 _RUN_VIEW_FIELDS = {
     "scenario": fields.Nested(ScenarioRef, required=True),
@@ -196,6 +206,11 @@ _RUN_VIEW_FIELDS = {
     "session": fields.Nested(Session, required=True, allow_none=True),
     "from_session_id": fields.UUID(
         data_key="fromSessionId", metadata={"description": "the saved session the run started from"}
+    ),
+    "artifacts": fields.List(
+        fields.Nested(Artifact),
+        required=True,
+        metadata={"description": "the screenshots (PNG) and trace (zip) the run recorded"},
     ),
 }
 Run = schema_of(
@@ -213,6 +228,16 @@ RunDetail = schema_of(
     extra={
         **_RUN_VIEW_FIELDS,
         "logs": fields.Nested(LogPage, required=True),
+        "trace_viewer_url": fields.String(
+            required=True,
+            allow_none=True,
+            data_key="traceViewerUrl",
+            metadata={
+                "description": "opens the run's trace in the trace viewer this server serves at /trace/ "
+                "(with tokens set, the trace link in it is signed and expires; docs/reports.md); null "
+                "when the run recorded no trace"
+            },
+        ),
         "timings": fields.Nested(
             RunTimings,
             required=True,

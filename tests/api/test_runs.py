@@ -39,7 +39,7 @@ async def _run(client: Client, targets: dict[str, Any], **extra: Any) -> dict[st
 async def test_create_read_and_cancel_a_run(client: Client, targets: dict[str, Any]) -> None:
     run = await _run(client, targets, saveSession=True)
     assert run["status"] == "in_progress" and run["saveSession"] is True
-    assert set(run) == RUN_FIELDS | {"logs", "timings"}
+    assert set(run) == RUN_FIELDS | {"logs", "timings", "traceViewerUrl"}
     assert run["timings"] is None  # no scheduler has executed it yet
     assert run["scenario"] == {"id": targets["scenario"]["id"], "name": "smoke"}
     assert run["environment"] == targets["environment"]
@@ -134,11 +134,17 @@ async def test_artifacts_are_streamed_with_their_content_type(
     assert shot.status == 200 and shot.content_type == "image/png" and await shot.read() == PNG
     trace = await client.get(f"{API}/run/{run_id}/artifacts/trace.zip")
     assert trace.status == 200 and trace.content_type == "application/zip"
-    assert (await (await client.get(f"{API}/run/{run_id}")).json())["artifacts"] == [
-        "step-1.png",
-        "trace.zip",
-        "gone.png",
+    detail = await (await client.get(f"{API}/run/{run_id}")).json()
+    files = f"{API}/run/{run_id}/artifacts"
+    assert detail["artifacts"] == [
+        {"name": "step-1.png", "url": f"{files}/step-1.png", "contentType": "image/png"},
+        {"name": "trace.zip", "url": f"{files}/trace.zip", "contentType": "application/zip"},
+        {"name": "gone.png", "url": f"{files}/gone.png", "contentType": "image/png"},
     ]
+    trace_url = f"{API}/run/{run_id}/artifacts/trace.zip".replace("/", "%2F")
+    assert detail["traceViewerUrl"] == f"/trace/index.html?trace={trace_url}"
+    for artifact in detail["artifacts"][:2]:  # each url serves its file
+        assert (await client.get(artifact["url"])).content_type == artifact["contentType"]
 
 
 async def test_artifact_404s_and_traversal_is_refused(

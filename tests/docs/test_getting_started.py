@@ -125,7 +125,8 @@ def test_the_rest_walkthrough_runs_against_scenariokit_serve(
     assert failing != walkthrough()
     failed = run_walkthrough(failing, base, example_site, tmp_path)
 
-    assert failed["status"] == "fail" and failed["artifacts"] == ["step-2.png"]
+    assert failed["status"] == "fail" and [a["name"] for a in failed["artifacts"]] == ["step-2.png"]
+    assert failed["artifacts"][0]["url"] == f"/api/v1/run/{failed['id']}/artifacts/step-2.png"
     assert failed["error"]["kind"] == "assertion" and "Goodbye" in failed["error"]["message"]
     assert any("Heading" in line["message"] for line in failed["logs"]["items"])
     with urllib.request.urlopen(f"{base}/api/v1/run/{failed['id']}/artifacts/step-2.png", timeout=10) as png:

@@ -168,7 +168,11 @@ def test_the_curl_walkthrough_works_as_written(
         ("Check the title", "fail"),
         ("Log in first", "skipped"),
     ]
-    assert finished["artifacts"] == ["step-2.png", "trace.zip"]
+    assert [(a["name"], a["contentType"]) for a in finished["artifacts"]] == [
+        ("step-2.png", "image/png"),
+        ("trace.zip", "application/zip"),
+    ]
+    assert finished["traceViewerUrl"].startswith("/trace/index.html?trace=")
     assert finished["session"]["name"] == f"run-{created['id']}"
     assert finished["logs"]["limit"] == 50
     assert all("timeout" in line["message"].lower() for line in finished["logs"]["items"])
@@ -178,6 +182,7 @@ def test_the_curl_walkthrough_works_as_written(
     assert cancelling["status"] == "in_progress" or cancelling["error"]["kind"] == "cancelled"
     assert cancelled["status"] == "fail" and cancelled["error"]["kind"] == "cancelled"
     assert cancelled["artifacts"] == [] and cancelled["session"] is None
+    assert cancelled["traceViewerUrl"] is None
     assert (work / "step-2.png").read_bytes().startswith(PNG_SIGNATURE)
     assert zipfile.is_zipfile(work / "trace.zip")
 

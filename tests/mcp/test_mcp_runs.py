@@ -92,6 +92,10 @@ async def test_a_failed_assertion_fails_the_run_with_its_message(
     assert run["status"] == "fail"
     assert run["error"]["kind"] == "assertion" and "Goodbye" in run["error"]["message"]
     assert [r["status"] for r in run["stepResults"]] == ["fail", "skipped"]
+    # The same files and trace link as REST answers (no trace is recorded here: the default is off).
+    shot = f"/api/v1/run/{run['id']}/artifacts/step-1.png"
+    assert run["artifacts"] == [{"name": "step-1.png", "url": shot, "contentType": "image/png"}]
+    assert run["traceViewerUrl"] is None
 
 
 async def test_without_wait_the_run_is_returned_in_progress_at_once(server: Served) -> None:

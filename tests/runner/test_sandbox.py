@@ -11,10 +11,14 @@ from scenariokit.runner import sandbox
 from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.executor import WorkerPool
 from scenariokit.runner.sandbox import (
+    NoWorkerUser,
     SandboxConfig,
     SandboxUnavailable,
     bubblewrap_argv,
+    lease_worker_user,
     resolve_sandbox,
+    seal_node_cache,
+    worker_command,
     worker_environment,
 )
 
@@ -124,3 +128,130 @@ def test_serve_refuses_to_start_when_bubblewrap_is_required_and_missing(tmp_path
     assert done.returncode == 2, done.stderr
     assert "SCENARIOKIT_SANDBOX=bubblewrap but bwrap is not installed" in done.stderr
     assert "Running on" not in done.stdout
+
+
+# --- a user id of its own per worker -----------------------------------------------------------------
+
+#: ids far into the range, so these tests never meet the leases of a pool running beside them
+TEST_UIDS = range(sandbox.WORKER_UIDS.stop - 3, sandbox.WORKER_UIDS.stop)
+
+
+def test_two_live_workers_never_share_a_user_id_and_a_released_one_comes_back(tmp_path: Path) -> None:
+    first = lease_worker_user(TEST_UIDS[:2], tmp_path)
+    second = lease_worker_user(TEST_UIDS[:2], tmp_path)
+    try:
+        assert first.uid != second.uid
+        with pytest.raises(NoWorkerUser, match="all 2 worker user ids"):
+            lease_worker_user(TEST_UIDS[:2], tmp_path)
+        first.release()
+        again = lease_worker_user(TEST_UIDS[:2], tmp_path)
+        assert again.uid == first.uid
+        again.release()
+    finally:
+        first.release()
+        second.release()
+
+
+def test_a_user_id_held_by_another_process_is_skipped(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    held = TEST_UIDS[0]
+    holder = subprocess.Popen(  # another pool's process holding the lease of ``held``
+        [sys.executable, "-c",
+         "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()",
+         str(tmp_path / str(held))],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        lease = lease_worker_user(range(held, held + 2), tmp_path)
+        assert lease.uid == held + 1
+        lease.release()
+    finally:
+        holder.kill()
+        holder.wait()
+    lease = lease_worker_user(range(held, held + 1), tmp_path)  # its process is gone: so is its lease
+    assert lease.uid == held
+    lease.release()
+
+
+def test_a_user_id_with_a_name_or_a_process_is_never_leased(tmp_path: Path) -> None:
+    with pytest.raises(NoWorkerUser):  # root: named, and running processes
+        lease_worker_user(range(0, 1), tmp_path)
+    own = os.getuid()
+    with pytest.raises(NoWorkerUser):
+        lease_worker_user(range(own, own + 1), tmp_path)
+
+
+def test_the_lock_folder_must_be_a_folder_nobody_else_may_write(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(PermissionError, match="nobody else may write"):
+        lease_worker_user(TEST_UIDS, shared)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    with pytest.raises(PermissionError):
+        lease_worker_user(TEST_UIDS, link)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root drops users")
+def test_a_sandboxed_worker_of_a_root_service_is_never_started_without_a_user(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="user id of its own"):
+        worker_command("bubblewrap", tmp_path, SandboxConfig(), None, 3, bwrap="/usr/bin/bwrap")
+    command = worker_command("bubblewrap", tmp_path, SandboxConfig(), None, 3, "/usr/bin/bwrap", TEST_UIDS[0])
+    assert command.user == TEST_UIDS[0] and command.argv[-1] == str(TEST_UIDS[0])
+
+
+# --- the driver's compile cache ----------------------------------------------------------------------
+
+
+def test_a_sealed_compile_cache_is_read_only_and_given_as_nodes_own_folder(tmp_path: Path) -> None:
+    cache = tmp_path / "node-cache"
+    filled = cache / "v26.0.0-x64-abcd-0"
+    (filled / "sub").mkdir(parents=True)
+    (filled / "sub" / "entry").write_bytes(b"compiled")
+
+    assert seal_node_cache(cache) == filled
+    assert (filled / "sub" / "entry").stat().st_mode & 0o777 == 0o444
+    assert filled.stat().st_mode & 0o777 == 0o555 and cache.stat().st_mode & 0o777 == 0o555
+    sandbox.remove_dir(cache)  # the pool removes it with its folder, read-only or not
+    assert not cache.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert seal_node_cache(empty) is None
+
+
+def test_a_worker_reads_the_compile_cache_where_node_looks_for_its_own_user(tmp_path: Path) -> None:
+    filled = tmp_path / "node-cache" / "v26.0.0-x64-abcd-0"
+    filled.mkdir(parents=True)
+    user = TEST_UIDS[0] if os.geteuid() == 0 else None
+
+    boxed = worker_command("bubblewrap", tmp_path, SandboxConfig(), None, 3, "/usr/bin/bwrap", user, filled)
+    plain = worker_command("off", tmp_path, SandboxConfig(), None, 3, node_cache=filled)
+
+    inner_uid = user if user is not None else os.getuid()
+    joined = " ".join(boxed.argv)
+    assert f"--ro-bind {filled} {sandbox.SANDBOX_NODE_CACHE}/v26.0.0-x64-abcd-{inner_uid}" in joined
+    assert boxed.env[sandbox.NODE_CACHE_ENV] == sandbox.SANDBOX_NODE_CACHE
+    assert plain.env[sandbox.NODE_CACHE_ENV] == str(filled.parent)  # the same user filled it
+    assert sandbox.NODE_CACHE_ENV not in worker_command("off", tmp_path, SandboxConfig(), None, 3).env
+
+
+def test_where_run_cannot_hold_the_locks_they_go_to_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "a file"
+    blocked.write_text("")
+    name = f"scenariokit-test-uids-{os.getpid()}"
+    monkeypatch.setattr(sandbox, "WORKER_UID_LOCKS", blocked / name)  # cannot be made: a file's child
+    fallback = Path("/tmp") / name
+    try:
+        lease = lease_worker_user(TEST_UIDS)
+        assert (fallback / str(lease.uid)).is_file()
+        lease.release()
+    finally:
+        sandbox.remove_dir(fallback)

@@ -12,6 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
+from json_services import json_services
 from scenariokit.formats.queries import EnvironmentQuery
 from scenariokit.services import Services
 from scenariokit.storage.opening import open_store
@@ -57,7 +58,7 @@ async def test_a_reading_unit_of_work_runs_its_queries_on_the_calling_thread(tmp
 async def test_reads_answer_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
     path = tmp_path / "locked.db"
     store = await _opened(path)
-    services = Services(store)
+    services = json_services(Services(store))
     try:
         env = await services.environments.create({"name": "staging", "data": {"url": "http://127.0.0.1:1"}})
         writer = await asyncio.create_subprocess_exec(

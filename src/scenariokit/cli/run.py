@@ -14,6 +14,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
@@ -63,6 +64,7 @@ examples:
   scenariokit run checkout.scenario.yaml --env local.env.yaml    # an environment file
   scenariokit run checks/*.scenario.yaml --env staging --env prod # each scenario against both
   scenariokit run checks/*.yaml --workers 4 --junit-xml report.xml --artifacts run-files/
+  scenariokit run checks/*.yaml --html report/                   # then open report/index.html
   scenariokit run checkout.scenario.yaml login.snippet.yaml      # with the snippets of a snippet export
 
 exit status: 0 every scenario passed, 1 a scenario failed, 2 usage or input error.
@@ -98,6 +100,11 @@ def add_run_command(commands: Any) -> None:
     )
     parser.add_argument("--junit-xml", metavar="PATH", help="also write a JUnit XML report to PATH")
     parser.add_argument(
+        "--html",
+        metavar="DIR",
+        help="also write an HTML report to DIR: index.html and a page per scenario, opening from disk",
+    )
+    parser.add_argument(
         "--artifacts",
         metavar="DIR",
         help="where screenshots and traces go, a folder per run (default ./artifacts)",
@@ -114,6 +121,8 @@ def cmd_run(args: argparse.Namespace, *, console: Console | None = None) -> int:
         settings = Settings.from_env(
             only=LOCAL_RUN_SETTINGS, workers=args.workers, artifacts_dir=args.artifacts, trace=args.trace
         )
+        if args.html and Path(args.html).exists() and not Path(args.html).is_dir():
+            raise ScenarioFileError(f"--html {args.html}: not a folder")
         files = [read_scenario_file(path) for path in args.files]
         if not any(source.scenarios for source in files):
             raise ScenarioFileError(f"no scenarios in {', '.join(args.files)}")
@@ -126,6 +135,11 @@ def cmd_run(args: argparse.Namespace, *, console: Console | None = None) -> int:
     if args.junit_xml:
         path = write_junit_xml(args.junit_xml, outcomes)
         console.print(f"JUnit XML: {escape(str(path))}", soft_wrap=True)
+    if args.html:
+        from scenariokit.local.html_report import write_html_report
+
+        index = write_html_report(args.html, outcomes)
+        console.print(f"HTML report: {escape(str(index))}", soft_wrap=True)
     return EXIT_PASSED if all(outcome.passed for outcome in outcomes) else EXIT_FAILED
 
 
@@ -153,7 +167,7 @@ async def _run_files(
                 outcome = await runner.run(
                     item, entry, environment_id=ident, on_progress=lambda run: display.progress(index, run)
                 )
-                outcome = attrs.evolve(outcome, environment=label)
+                outcome = attrs.evolve(outcome, env_choice=label)
                 display.finished(index, outcome)
                 return outcome
 
@@ -270,7 +284,7 @@ def _report(console: Console, outcomes: Sequence[ScenarioOutcome], elapsed: floa
     table = Table(title="scenariokit run", title_justify="left")
     table.add_column("result")
     table.add_column("scenario")
-    several = any(outcome.environment is not None for outcome in outcomes)
+    several = any(outcome.env_choice is not None for outcome in outcomes)
     if several:
         table.add_column("environment")
     table.add_column("file")
@@ -280,7 +294,7 @@ def _report(console: Console, outcomes: Sequence[ScenarioOutcome], elapsed: floa
         table.add_row(
             _result_word(outcome),
             escape(outcome.name),
-            *([escape(outcome.environment or "")] if several else []),
+            *([escape(outcome.env_choice or "")] if several else []),
             escape(str(outcome.path)),
             f"{outcome.duration_seconds:.2f} s",
             escape(outcome.summary),

@@ -6,8 +6,11 @@ instead), a session's token is masked and its storage state omitted.
 
 from __future__ import annotations
 
+import mimetypes
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import attrs
 import cattrs
@@ -28,6 +31,34 @@ from scenariokit.formats.queries import Page
 
 T = TypeVar("T")
 JSON = dict[str, Any]
+#: Where REST serves a run's files (``{API}/run/{id}/artifacts/{name}``).
+API_PATH = "/api/v1"
+#: Content types of the files a run records; anything else is guessed from its name.
+ARTIFACT_TYPES = {".png": "image/png", ".zip": "application/zip"}
+
+
+def artifact_content_type(name: str) -> str:
+    """The content type of a file a run recorded, by its name."""
+    suffix = name[name.rfind(".") :].lower() if "." in name else ""
+    return ARTIFACT_TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
+
+
+def artifact_url(run_id: uuid.UUID, name: str) -> str:
+    """The REST path of a file run ``run_id`` recorded."""
+    return f"{API_PATH}/run/{run_id}/artifacts/{quote(name, safe='')}"
+
+
+def trace_artifact(run: Run) -> str | None:
+    """The name of the Playwright trace ``run`` recorded, if any."""
+    return next((name for name in run.artifacts if name.endswith(".zip")), None)
+
+
+def artifacts_json(run: Run) -> list[JSON]:
+    """The files a run recorded: ``[{name, url, contentType}]``, in the order they were recorded."""
+    return [
+        {"name": name, "url": artifact_url(run.id, name), "contentType": artifact_content_type(name)}
+        for name in run.artifacts
+    ]
 
 
 @attrs.frozen
@@ -95,6 +126,7 @@ def run_json(
     data.pop("sourceSessionId", None)
     data.pop("timings", None)  # the detail's: lists stay lean
     data["scenario"] = {"id": str(run.scenario_id), "name": run.scenario_name}
+    data["artifacts"] = artifacts_json(run)
     data["durationMs"] = run.duration_ms
     data["attempts"] = conv.unstructure(run.all_attempts)
     data["environment"] = environment_json(conv, environment) if environment else None
@@ -109,9 +141,16 @@ def run_item_json(conv: cattrs.Converter, detail: RunDetail) -> JSON:
     return run_json(conv, detail.run, detail.environment, detail.session)
 
 
-def run_detail_json(conv: cattrs.Converter, detail: RunDetail) -> JSON:
-    """The run detail view: the run, its environment and session, and a page of its log."""
+def run_detail_json(
+    conv: cattrs.Converter, detail: RunDetail, *, trace_viewer_url: str | None = None
+) -> JSON:
+    """The run detail view: the run, its environment and session, and a page of its log.
+
+    ``traceViewerUrl`` is where the server's trace viewer opens the run's trace (the server signs it
+    when tokens are set), null when the run recorded none or no viewer is served.
+    """
     data = run_json(conv, detail.run, detail.environment, detail.session)
+    data["traceViewerUrl"] = trace_viewer_url
     data["timings"] = conv.unstructure(detail.run.timings) if detail.run.timings else None
     if detail.logs is not None:
         data["logs"] = page_json(detail.logs, lambda entry: log_json(conv, entry))

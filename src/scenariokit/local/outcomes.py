@@ -14,6 +14,7 @@ from pathlib import Path
 import attrs
 
 from scenariokit.domain.model import Run, RunStatus, Scenario, StepStatus
+from scenariokit.formats.presenters import trace_artifact
 
 #: ``describe_failure`` appends ``(line N)`` (and ``, in snippet 'x' line M``) to a message's first line.
 _LINE_MARK = re.compile(r"\(line (\d+)(?:, in snippet '[^']*' line \d+)?\)")
@@ -49,13 +50,17 @@ class ScenarioOutcome:
     screenshot: Path | None = None
     #: the run log, one ``level: message`` line each
     log: tuple[str, ...] = ()
-    #: the environment as the command line named it, when it named several (a row per pair)
+    #: the Playwright trace the run recorded (``--trace``/``SCENARIOKIT_TRACE``), if any
+    trace: Path | None = None
+    #: the name of the environment the scenario ran against, when known
     environment: str | None = None
+    #: the environment as the command line named it, when it named several (a row per pair)
+    env_choice: str | None = None
 
     @property
     def label(self) -> str:
         """The scenario's name, with ``[environment]`` when several environments were run."""
-        return f"{self.name} [{self.environment}]" if self.environment is not None else self.name
+        return f"{self.name} [{self.env_choice}]" if self.env_choice is not None else self.name
 
     @property
     def passed(self) -> bool:
@@ -109,6 +114,8 @@ class ScenarioOutcome:
         lines.extend(f"  {line}" if line else "" for line in self.message.strip().splitlines())
         if self.screenshot is not None:
             lines.append(f"screenshot: {self.screenshot}")
+        if self.trace is not None:
+            lines.append(f"trace: {self.trace} (playwright show-trace {self.trace})")
         lines.append(f"run {self.run.id} (files in {self.artifacts_dir})")
         return "\n".join(lines)
 
@@ -121,12 +128,14 @@ def outcome_of(
     artifacts_dir: Path,
     line: int | None = None,
     log: Sequence[str] = (),
+    environment: str | None = None,
 ) -> ScenarioOutcome:
     """The outcome of a finished run of ``scenario`` (read back from the store)."""
     failed = _failed_step(run, scenario)
     screenshots = [name for name in run.artifacts if name.endswith(".png")]
     preferred = f"step-{failed.order}.png" if failed else None
     shot = preferred if preferred in screenshots else (screenshots[0] if screenshots else None)
+    trace = trace_artifact(run)
     return ScenarioOutcome(
         path=path,
         name=scenario.name if scenario is not None else run.scenario_name,
@@ -136,6 +145,8 @@ def outcome_of(
         failed_step=failed,
         screenshot=artifacts_dir / shot if shot else None,
         log=tuple(log),
+        trace=artifacts_dir / trace if trace else None,
+        environment=environment,
     )
 
 

@@ -211,6 +211,7 @@ class LocalRunner:
             artifacts_dir=self.kit.runs.artifacts_dir(run.id),
             line=entry.line,
             log=log,
+            environment=detail.environment.name if detail.environment else None,
         )
 
     async def _follow(self, run: Run, limit: float, on_progress: ProgressCallback | None) -> Run:

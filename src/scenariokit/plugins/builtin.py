@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scenariokit.plugins import hookimpl
-from scenariokit.storage.ports import Store
+
+if TYPE_CHECKING:  # every worker loads the plugins: the store's interfaces are not theirs to import
+    from scenariokit.storage.ports import Store
 
 SQL_SCHEMES = ("sqlite", "sqlite+aiosqlite", "postgres", "postgresql", "postgresql+asyncpg")
 TOKEN_KEYS = ("token", "accessToken", "access_token", "authToken", "jwt", "id_token")

@@ -56,6 +56,8 @@ BROWSER_CALL_TIMEOUT_SECONDS = 10.0
 TRACE_FILE = "trace.zip"
 
 Failure = tuple[RunErrorKind, str]
+#: ``ready_page(job, browser) -> (context, page) | None``: a context and page made ahead on that browser
+ReadyPage = Callable[[RunJob, Any], Awaitable["tuple[Any, Any] | None"]]
 
 
 @attrs.frozen
@@ -92,10 +94,12 @@ class RunExecution:
         hooks: PluginHooks,
         report: Callable[[RunEvent], None],
         limits: ResourceLimits | None = None,
+        ready_page: ReadyPage | None = None,
     ) -> None:
         self.job = job
         self._limits = limits or ResourceLimits()
         self._open_browser = open_browser
+        self._ready_page = ready_page
         self._hooks = hooks
         self._report = report
         self._stop = asyncio.Event()
@@ -135,8 +139,11 @@ class RunExecution:
             self._fail_outside_steps(started, f"could not start the browser: {type(exc).__name__}: {exc}")
             return RunEnd()
         try:
-            context = await browser.new_context(storage_state=job.storage_state)
-            outcome = await self._run_steps(browser, context, started)
+            made = await self._ready_page(job, browser) if self._ready_page is not None else None
+            context, page = made if made is not None else (None, None)
+            if context is None:
+                context = await browser.new_context(storage_state=job.storage_state)
+            outcome = await self._run_steps(browser, context, page, started)
             cancelled = outcome.error is not None and outcome.error.kind is RunErrorKind.CANCELLED
             keep = job.save_session and not cancelled and await self._save_session(context)
             self._report_outcome(outcome)
@@ -174,12 +181,14 @@ class RunExecution:
             return "off"
         return job.trace
 
-    async def _run_steps(self, browser: Any, context: Any, started: datetime) -> RunFinished:
+    async def _run_steps(self, browser: Any, context: Any, page: Any, started: datetime) -> RunFinished:
+        """The steps on ``page`` (made here when None); a trace started now still covers that page."""
         job = self.job
         trace = self._trace_mode()
         if trace != "off":
             await context.tracing.start(screenshots=True, snapshots=True)
-        page = await context.new_page()
+        if page is None:
+            page = await context.new_page()
         self._mark("pageReady")
         namespace = StepNamespace(
             page=page,

@@ -1,27 +1,29 @@
 """The parent side of execution: a pool of worker processes, each executing exactly one run.
 
-The pool keeps ``size`` workers warm (Python imported, Playwright started, browser launched) and bounds
-concurrency to ``size`` runs. A run takes a warm worker and a new one starts at once, so the next run
-does not wait; after its run a worker exits (or stays while it holds the run's saved session), so
-nothing one run does to its interpreter reaches another. The pool forwards each run's events as they
-arrive, masked here with the run's secrets (the worker's own masking is step code's to undo), with
-whatever the worker writes to its standard output and error added to the run log, and copies the
-files the run recorded from the worker's private directory into the artifacts folder. It enforces the
-time limits itself, so even step code that never yields (``while True: pass``) is stopped: the
-worker's whole process tree is killed and the run fails with kind ``timeout``. A worker that dies
-fails its run: kind ``worker_lost`` when it was killed (SIGKILL), else ``error`` (``os._exit``, a
-segfault).
+The pool keeps ``size`` workers warm (Python imported, Playwright started, browser launched), plus
+:data:`WARM_SPARES`, and bounds concurrency to ``size`` runs. A run takes a warm worker and a new one
+starts at once, so the next run does not wait; after its run a worker exits (or stays while it holds
+the run's saved session), so nothing one run does to its interpreter reaches another. The pool
+forwards each run's events as they arrive, masked here with the run's secrets (the worker's own
+masking is step code's to undo), with whatever the worker writes to its standard output and error
+added to the run log, and copies the files the run recorded from the worker's private directory into
+the artifacts folder. It enforces the time limits itself, so even step code that never yields
+(``while True: pass``) is stopped: the worker's whole process tree is killed and the run fails with kind
+``timeout``. A worker that dies fails its run: kind ``worker_lost`` when it was killed (SIGKILL), else
+``error`` (``os._exit``, a segfault).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import os
 import re
 import signal
 import stat
+import tempfile
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -41,6 +43,7 @@ from scenariokit.domain.job import (
 from scenariokit.domain.model import RunErrorKind, utcnow
 from scenariokit.runner.browser import BrowserConfig, discover_browser
 from scenariokit.runner.masking import LogMasker, mask_text
+from scenariokit.runner.processes import kill_process_tree
 from scenariokit.runner.protocol import (
     CancelRun,
     ReleaseSession,
@@ -55,12 +58,15 @@ from scenariokit.runner.protocol import (
 )
 from scenariokit.runner.run_watch import RunWatch
 from scenariokit.runner.sandbox import (
+    POOL_DIR_PREFIX,
     SandboxConfig,
     SandboxKind,
     bubblewrap_path,
     make_pool_dir,
+    node_cache_filler,
     remove_dir,
     resolve_sandbox,
+    seal_node_cache,
 )
 from scenariokit.runner.stepcode import check_syntax
 from scenariokit.runner.worker import WorkerOptions
@@ -78,6 +84,13 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 RELEASE_WAIT_SECONDS = 10.0
 #: seconds before a failed replacement worker is started again
 RESPAWN_DELAY_SECONDS = 1.0
+#: seconds the pool gives the filling of the driver's compile cache
+NODE_CACHE_SECONDS = 120.0
+#: warm workers kept beyond ``size``: when runs queue up, the next one finds a worker up more often
+#: (a worker starts in about as long as a short run takes; ``bench/runs.py`` measured this on 2 cores)
+WARM_SPARES = 1
+#: the Playwright driver's compile cache this process filled: every pool's workers read the one
+_node_cache: Path | None = None
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -127,6 +140,7 @@ class WorkerPool:
         #: workers being stopped after their run
         self._retiring: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._node_cache_task: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -149,17 +163,75 @@ class WorkerPool:
             bwrap=bubblewrap_path() if kind == "bubblewrap" else None,
         )
         self._idle = asyncio.Queue()
+        self._node_cache_task = asyncio.ensure_future(self._fill_node_cache(browser))
         started = await asyncio.gather(
-            *(self._start_worker() for _ in range(self.size)), return_exceptions=True
+            *(self._start_worker() for _ in range(self.size + WARM_SPARES)), return_exceptions=True
         )
         failures = [result for result in started if isinstance(result, BaseException)]
         if failures:
             await self.close()
             raise failures[0]
 
+    async def _fill_node_cache(self, browser: BrowserConfig) -> None:
+        """Give the workers started from now on the driver's compile cache, filling it first if need be.
+
+        One cache serves every pool of this process (filled by the first, in the background: the
+        first workers start without it); a failure only means workers compile the driver's code
+        themselves, as they did before.
+        """
+        global _node_cache
+        known = _node_cache
+        if known is None or not await asyncio.to_thread(known.is_dir):
+            known = _node_cache = await self._filled_node_cache(browser)
+        if known is not None and not self._closed:
+            self._launch = attrs.evolve(self._launch, node_cache=known)
+
+    @staticmethod
+    async def _filled_node_cache(browser: BrowserConfig) -> Path | None:
+        """A compile cache filled by starting the driver (and the browser) once; None if that failed.
+
+        It lives in a folder of its own named like the pools' (``make_pool_dir`` removes it once this
+        process is gone), made read-only once filled.
+        """
+        prefix = f"{POOL_DIR_PREFIX}{os.getpid()}-node-cache-"
+        folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
+        scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix + "filling-"))
+        launch = None if browser.ws_endpoint else browser.launch_options()
+        process = None
+        try:
+            argv, env = await asyncio.to_thread(node_cache_filler, folder, scratch, launch)
+            process = await asyncio.create_subprocess_exec(
+                *argv, env=env, cwd=scratch, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )  # fmt: skip
+            _, err = await asyncio.wait_for(process.communicate(), NODE_CACHE_SECONDS)
+            if process.returncode != 0:
+                raise RuntimeError(err.decode("utf-8", "replace").strip()[-500:])
+            filled = await asyncio.to_thread(seal_node_cache, folder)
+            if filled is None:
+                raise RuntimeError("the driver left no cache")
+            atexit.register(remove_dir, folder)  # else the next pool's start removes it
+            return filled
+        except Exception as exc:  # workers go without it
+            logger.info("no compile cache for the Playwright driver: %s: %s", type(exc).__name__, exc)
+            await asyncio.to_thread(remove_dir, folder)
+            return None
+        except BaseException:
+            await asyncio.to_thread(remove_dir, folder)
+            raise
+        finally:
+            if process is not None and process.returncode is None:
+                await asyncio.to_thread(kill_process_tree, process.pid)
+                await process.wait()
+            await asyncio.to_thread(remove_dir, scratch)
+
     async def close(self) -> None:
         """Stop every worker and every browser it started; held sessions are reported released."""
         self._closed = True
+        if self._node_cache_task is not None:
+            self._node_cache_task.cancel()
+            await asyncio.gather(self._node_cache_task, return_exceptions=True)
         for task in list(self._replacements):
             task.cancel()
         workers = list(self._workers)
@@ -183,8 +255,14 @@ class WorkerPool:
 
     @property
     def ready_workers(self) -> int:
-        """How many warm workers wait for a run (fewer than ``size`` while new ones start)."""
+        """How many warm workers wait for a run (``size`` plus the spares once all are up)."""
         return sum(1 for worker in self._workers if worker.ready and not worker.used)
+
+    @property
+    def node_cache(self) -> Path | None:
+        """The Playwright driver's compile cache new workers read, once the pool has filled it."""
+        launch: WorkerLaunch | None = getattr(self, "_launch", None)
+        return launch.node_cache if launch is not None else None
 
     def worker_pids(self) -> list[int]:
         """The pids (and process group ids) of the live workers: warm, running or holding a session."""

@@ -26,6 +26,27 @@ class ProcessInfo(NamedTuple):
     zombie: bool
 
 
+#: ``prctl`` option that makes orphaned descendants children of the caller instead of init (Linux)
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process the parent of every orphaned descendant (Linux); False where that is not possible.
+
+    A worker does this so that a process its step code detaches (a new session, its parent exited)
+    is still its child, and so in the tree :func:`kill_process_tree` stops.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
 def process_table() -> dict[int, ProcessInfo]:
     """Every process on the machine by pid (from ``/proc`` on Linux, ``ps`` elsewhere)."""
     if sys.platform.startswith("linux"):

@@ -4,24 +4,28 @@ Every worker gets a minimal environment (no ``SCENARIOKIT_*`` variable, no datab
 private directory that is its working directory, ``HOME`` and ``TMPDIR`` (Chromium's profile lands
 there) and that is removed once the worker is gone, and per-run resource limits. With bubblewrap it
 also gets its own PID namespace, a read-only view of the machine with the store's files and the
-server's working directory hidden, a private ``/tmp``, and (when the service runs as root) the real
-unprivileged user ``nobody``.
+server's working directory hidden, a private ``/tmp``, and (when the service runs as root) a real
+unprivileged user id of its own, which no other live worker has.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
+import pwd
+import random
 import re
 import resource
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
-from functools import cache
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Literal, cast
 
@@ -36,8 +40,14 @@ SANDBOX_ENV = "SCENARIOKIT_SANDBOX"
 MEMORY_ENV = "SCENARIOKIT_RUN_MEMORY_MB"
 DEFAULT_MEMORY_MB = 2048
 
-#: the unprivileged user a worker runs as when the service runs as root (``nobody`` on Debian)
-UNPRIVILEGED_ID = 65534
+#: The user ids workers run as when the service runs as root: each live worker leases one of its own
+#: (:func:`lease_worker_user`), so no two runs share the per-user process limit (``RLIMIT_NPROC``
+#: counts every task of a user) or may signal each other's processes. They are unnamed ids above the
+#: ranges distributions and container managers hand out (systemd's "UIDS-GIDS" leaves
+#: 0x70000000-0x7ffdffff unused); an id that has a name here, or any process, is skipped.
+WORKER_UIDS = range(0x7000_0000, 0x7000_0000 + 4096)
+#: where the pools of every scenariokit process on the host lock the worker user ids they hold
+WORKER_UID_LOCKS = Path("/run/scenariokit-worker-uids")
 #: where the worker's private directory appears inside the bubblewrap sandbox
 SANDBOX_RUN_DIR = "/tmp/scenariokit-run"
 #: variables a worker keeps from the service's environment (exact names, or prefixes ending in ``*``)
@@ -215,6 +225,12 @@ def _existing(paths: Iterable[str | Path]) -> list[Path]:
 
 def needed_paths(browser_executable: str | None) -> list[Path]:
     """What the worker must read: the interpreter, the import path, the browser's folder."""
+    return list(_needed_paths(browser_executable, tuple(sys.path), os.getcwd()))
+
+
+@lru_cache(maxsize=16)
+def _needed_paths(browser_executable: str | None, path: tuple[str, ...], cwd: str) -> tuple[Path, ...]:
+    """:func:`needed_paths` for an import path and working directory (resolved once: every worker asks)."""
     import scenariokit
 
     interpreter: list[str | Path] = [
@@ -225,7 +241,7 @@ def needed_paths(browser_executable: str | None) -> list[Path]:
     ]
     package = Path(scenariokit.__file__).resolve().parent.parent
     browser = [Path(browser_executable).resolve().parent] if browser_executable else []
-    return _existing([*interpreter, Path(sys.executable).resolve().parent, *sys.path, package, *browser])
+    return tuple(_existing([*interpreter, Path(sys.executable).resolve().parent, *path, package, *browser]))
 
 
 def hidden_folders(hidden: Sequence[Path]) -> list[Path]:
@@ -320,6 +336,59 @@ BOOTSTRAP = (
 )
 
 
+#: Node reads the code V8 compiled for the Playwright driver's modules from here instead of compiling
+#: them again in every worker (about a fifth of the driver's start-up CPU).
+NODE_CACHE_ENV = "NODE_COMPILE_CACHE"
+#: where a sandboxed worker finds the compile cache (Node looks in ``<dir>/<version>-<arch>-<tag>-<uid>``:
+#: the one folder the pool filled is bound there under the worker's own uid)
+SANDBOX_NODE_CACHE = "/tmp/scenariokit-node-cache"
+
+#: What fills the compile cache: the Playwright driver started (and, with ``argv[1]``'s launch options,
+#: a browser launched and a page opened) by the pool itself, never by a worker: workers only read it.
+NODE_CACHE_FILLER = (
+    "import asyncio,json,sys\n"
+    "from playwright.async_api import async_playwright\n"
+    "async def fill(options):\n"
+    "    async with async_playwright() as playwright:\n"
+    "        if options:\n"
+    "            browser = await playwright.chromium.launch(**options)\n"
+    "            await (await browser.new_context()).new_page()\n"
+    "            await browser.close()\n"
+    "asyncio.run(fill(json.loads(sys.argv[1])))\n"
+)
+
+
+def node_cache_filler(
+    folder: Path, scratch: Path, launch_options: Mapping[str, object] | None
+) -> tuple[list[str], dict[str, str]]:
+    """The command (argv, environment) that fills ``folder`` with the driver's compile cache.
+
+    It runs as the service's user outside any sandbox, but executes only Playwright's own code (no
+    step code), with a worker's minimal environment and ``scratch`` as its home and temporary folder.
+    """
+    for sub in ("home", "tmp"):
+        (scratch / sub).mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o755, exist_ok=True)
+    folder.chmod(0o755)  # sealed later; a worker's user must be able to pass into it
+    env = worker_environment(str(scratch))
+    env[NODE_CACHE_ENV] = str(folder)
+    argv = [sys.executable, "-I", "-c", NODE_CACHE_FILLER, json.dumps(dict(launch_options or {}))]
+    return argv, env
+
+
+def seal_node_cache(folder: Path) -> Path | None:
+    """Make a filled compile cache read-only (only the pool ever writes it); the folder Node filled.
+
+    Node keeps its cache in a subfolder named after its version and the user id that wrote it; that
+    subfolder is what a worker is given (None when the filling left none, or more than one).
+    """
+    for path in sorted(folder.rglob("*"), key=lambda p: -len(p.parts)):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    folder.chmod(0o555)
+    filled = [path for path in folder.iterdir() if path.is_dir() and any(path.iterdir())]
+    return filled[0] if len(filled) == 1 else None
+
+
 @attrs.frozen
 class WorkerCommand:
     """How to start one worker: argv, environment, where its private directory is on each side."""
@@ -335,6 +404,11 @@ class WorkerCommand:
     user: int | None
 
 
+def drops_user(kind: SandboxKind) -> bool:
+    """Whether workers started under ``kind`` run as a user of their own (bubblewrap, service as root)."""
+    return kind == "bubblewrap" and hasattr(os, "geteuid") and os.geteuid() == 0
+
+
 def worker_command(
     kind: SandboxKind,
     run_dir: Path,
@@ -342,19 +416,37 @@ def worker_command(
     browser_executable: str | None,
     fd: int,
     bwrap: str | None = None,
+    user: int | None = None,
+    node_cache: Path | None = None,
 ) -> WorkerCommand:
-    """The command that starts a worker in ``run_dir`` under the ``kind`` of sandbox, its pipe on ``fd``."""
+    """The command that starts a worker in ``run_dir`` under the ``kind`` of sandbox, its pipe on ``fd``.
+
+    ``user`` is the id the worker switches to before it imports anything (its lease,
+    :func:`lease_worker_user`, when :func:`drops_user`); it is only taken under bubblewrap.
+    ``node_cache`` is the folder of the driver's compile cache the pool filled
+    (:func:`seal_node_cache`); under bubblewrap it is bound read-only where Node looks for the
+    worker's own user id.
+    """
     path = [entry for entry in sys.path if entry and Path(entry).resolve() != Path.cwd().resolve()]
     python = [sys.executable, "-I", "-c", BOOTSTRAP, json.dumps(path)]
-    as_root = os.geteuid() == 0
     if kind == "bubblewrap":
+        if user is None and drops_user(kind):  # never a sandboxed root by omission
+            raise ValueError("a sandboxed worker of a service running as root needs a user id of its own")
         needed = needed_paths(browser_executable)
-        argv = [*bubblewrap_argv(run_dir, config.hidden, needed, bwrap), "--", *python]
-        inner = SANDBOX_RUN_DIR
-        user = UNPRIVILEGED_ID if as_root else None
-    else:
+        argv = bubblewrap_argv(run_dir, config.hidden, needed, bwrap)
+        if node_cache is not None:
+            prefix = node_cache.name.rpartition("-")[0]
+            inner_uid = user if user is not None else os.getuid()
+            bound = f"{SANDBOX_NODE_CACHE}/{prefix}-{inner_uid}"
+            argv += ["--perms", "0755", "--dir", SANDBOX_NODE_CACHE, "--ro-bind", str(node_cache), bound]
+        argv += ["--", *python]
+        inner, cache = SANDBOX_RUN_DIR, SANDBOX_NODE_CACHE
+    else:  # the service's own user filled it: Node finds its folder where it is
         argv, inner, user = python, str(run_dir), None
+        cache = str(node_cache.parent) if node_cache is not None else ""
     env = worker_environment(inner, extra=config.pass_env)
+    if node_cache is not None:
+        env[NODE_CACHE_ENV] = cache
     argv += [str(fd), str(user) if user is not None else ""]
     return WorkerCommand(
         argv=argv, env=env, run_dir=run_dir, inner_dir=inner, bubblewrap=kind == "bubblewrap", user=user
@@ -372,9 +464,124 @@ def make_run_dir(pool_dir: Path, user: int | None) -> Path:
     return run_dir
 
 
+class WorkerUser:
+    """A user id leased to one worker: no other worker of any pool on this host gets it until released.
+
+    The lease is an exclusive ``flock`` on a file named after the id (:data:`WORKER_UID_LOCKS`), so
+    it ends by itself when the pool's process dies; the descriptor is close-on-exec, so no worker
+    inherits it.
+    """
+
+    def __init__(self, uid: int, fd: int) -> None:
+        self.uid = uid
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        """End the lease (idempotent): call it once the worker's processes are gone."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    @property
+    def held(self) -> bool:
+        """Whether the lease is still held."""
+        return self._fd is not None
+
+
+class NoWorkerUser(ScenarioKitError):
+    """Every user id of :data:`WORKER_UIDS` is held by a live worker (or used on this host)."""
+
+
+#: where the next lease starts looking (random per process: pools of several processes spread out)
+_next_uid = [random.randrange(len(WORKER_UIDS))]
+
+
+def lease_worker_user(uids: range = WORKER_UIDS, locks: Path | None = None) -> WorkerUser:
+    """Lease a user id nobody on this host uses now: not named, no process, not held by another worker.
+
+    Ids are tried in turn from where the last lease left off (a random start per process), so an id
+    comes back only after the whole range was used. Blocking (it reads the process table once).
+    """
+    folder = _lock_folder(locks) if locks is not None else _host_lock_folder()
+    busy = _uids_in_use()
+    for _ in range(len(uids)):
+        index = _next_uid[0] % len(uids)
+        _next_uid[0] = index + 1
+        uid = uids[index]
+        if uid in busy or _named(uid):
+            continue
+        fd = os.open(folder / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return WorkerUser(uid, fd)
+    raise NoWorkerUser(
+        f"all {len(uids)} worker user ids from {uids.start} are held by live workers or used on this host"
+    )
+
+
+def _host_lock_folder() -> Path:
+    """:data:`WORKER_UID_LOCKS`, or (where ``/run`` cannot hold it: a read-only one) its twin in ``/tmp``.
+
+    Every scheduler on the host picks the same one: ``/run`` is the same for all, and so is the answer.
+    """
+    try:
+        return _lock_folder(WORKER_UID_LOCKS)
+    except PermissionError:
+        raise  # it exists and is not ours alone: refuse rather than lease from another folder
+    except OSError:
+        return _lock_folder(Path("/tmp") / WORKER_UID_LOCKS.name)
+
+
+def _lock_folder(folder: Path) -> Path:
+    """The lock folder, made if needed; refused unless it is a real folder only its owner (us) may write."""
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700, parents=True)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise PermissionError(f"{folder} must be a folder of uid {os.geteuid()} nobody else may write")
+    return folder
+
+
+def _named(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+def _uids_in_use() -> set[int]:
+    """The real user ids of every process on the machine (threads share their process's)."""
+    found: set[int] = set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry.name}/status", "rb") as status:
+                    for line in status:
+                        if line.startswith(b"Uid:"):
+                            found.add(int(line.split()[1]))
+                            break
+    return found
+
+
 def remove_dir(path: Path) -> None:
     """Remove a worker's private directory, whatever its files' modes (blocking)."""
-    shutil.rmtree(path, ignore_errors=True)
+
+    def writable_and_again(function: Callable[[str], object], failed: str, _exc: object) -> None:
+        with contextlib.suppress(OSError):  # a read-only folder (the sealed compile cache) keeps its files
+            os.chmod(os.path.dirname(failed), 0o700)
+            function(failed)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=writable_and_again)
+    else:
+        shutil.rmtree(path, onerror=writable_and_again)
 
 
 _POOL_DIR = re.compile(rf"^{POOL_DIR_PREFIX}(\d+)-")

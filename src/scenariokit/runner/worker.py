@@ -3,7 +3,8 @@
 A worker starts in its own process group, so the pool can stop it and everything it started at once.
 It receives :mod:`.protocol` commands over a pipe (read by a thread, so a busy loop never stalls the
 pipe) and reports events as they happen. It comes up warm, with Playwright started and its browser
-launched, and waits for its one run; the run's limits (:mod:`.sandbox`) are set right before the step
+launched, with a context and page open in it for a run that starts from no saved session, and waits
+for its one run; the run's limits (:mod:`.sandbox`) are set right before the step
 code runs. Nothing a run does to the interpreter can reach another run: after it the worker exits,
 unless the run saved its session, whose browser stays open here until released or expired.
 """
@@ -29,9 +30,15 @@ from playwright.async_api import async_playwright
 from scenariokit.domain.job import RunEvent, RunJob, SessionReleased
 from scenariokit.domain.model import RunError, RunErrorKind, utcnow
 from scenariokit.runner.browser import BrowserConfig
-from scenariokit.runner.execution import HeldSession, RunEnd, RunExecution, close_browser
+from scenariokit.runner.execution import (
+    BROWSER_CALL_TIMEOUT_SECONDS,
+    HeldSession,
+    RunEnd,
+    RunExecution,
+    close_browser,
+)
 from scenariokit.runner.plugin_hooks import PluginHooks
-from scenariokit.runner.processes import process_tree
+from scenariokit.runner.processes import become_subreaper, process_tree
 from scenariokit.runner.protocol import (
     CancelRun,
     Command,
@@ -81,6 +88,7 @@ def worker_main(conn: Connection, options: WorkerOptions) -> None:
     """Run the worker on ``conn`` until its run (and any session it saved) is over."""
     if hasattr(os, "setpgrp"):
         os.setpgrp()  # own process group: the pool kills the worker, its driver and browsers together
+    become_subreaper()  # a process step code detaches (a session of its own, its parent gone) stays ours
     if hasattr(signal, "pthread_sigmask"):
         # Started with SIGINT blocked (see worker_handle.sigint_blocked): a Ctrl-C meant for the server's
         # process group may be pending. Out of that group now, drop it and take SIGINT as usual again.
@@ -102,6 +110,8 @@ class Worker:
         self._runs: dict[uuid.UUID, RunExecution] = {}
         self._held: dict[uuid.UUID, tuple[HeldSession, asyncio.TimerHandle]] = {}
         self._spare: asyncio.Task[Any] | None = None
+        #: (browser, context, page) made in the spare browser ahead of the run
+        self._warm: tuple[Any, Any, Any] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._inbox: asyncio.Queue[Command] = asyncio.Queue()
         self._took_run = False
@@ -118,6 +128,7 @@ class Worker:
             self._spare = asyncio.ensure_future(self._launch())
             # warm: the run that comes finds its browser up (a failed launch is retried, and reported, then)
             await asyncio.wait({self._spare})
+            await self._prepare_page(self._spare)
             self._send(WorkerReady(pid=os.getpid()))
             while not isinstance(command := await self._inbox.get(), Shutdown):
                 self._handle(command)
@@ -175,6 +186,7 @@ class Worker:
                 hooks=self._hooks,
                 report=lambda e: self._report(job, e),
                 limits=self._options.limits,
+                ready_page=self._take_page,
             )
             self._runs[job.run_id] = execution  # now, so a cancel right behind the job finds it
             apply_limits(self._options.limits)
@@ -216,6 +228,35 @@ class Worker:
         if config.ws_endpoint:
             return await self._playwright.chromium.connect(config.ws_endpoint)
         return await self._playwright.chromium.launch(**config.launch_options())
+
+    async def _prepare_page(self, launch: asyncio.Task[Any]) -> None:
+        """Open the context and page a run without a saved session starts on, while the worker waits.
+
+        They are made with the options such a run's own would have (none), in the browser the run
+        gets; a failure here only means the run makes its own.
+        """
+        if launch.cancelled() or launch.exception() is not None:
+            return
+        browser = launch.result()
+        try:
+            context = await asyncio.wait_for(browser.new_context(), BROWSER_CALL_TIMEOUT_SECONDS)
+            page = await asyncio.wait_for(context.new_page(), BROWSER_CALL_TIMEOUT_SECONDS)
+        except Exception as exc:
+            logger.warning("no page made ahead: %s: %s", type(exc).__name__, exc)
+            return
+        self._warm = (browser, context, page)
+
+    async def _take_page(self, job: RunJob, browser: Any) -> tuple[Any, Any] | None:
+        """The context and page made ahead, when the run uses that browser and starts with no session."""
+        warm, self._warm = self._warm, None
+        if warm is None:
+            return None
+        warm_browser, context, page = warm
+        if warm_browser is browser and job.storage_state is None and not page.is_closed():
+            return context, page
+        if warm_browser is browser:  # a run starting from a saved session needs a context made with it
+            self._spawn(_close_context(context))
+        return None
 
     async def _take_browser(self, job: RunJob) -> Any:
         """A browser nobody has used: a plugin's, the one launched at start, or a new launch."""
@@ -282,3 +323,9 @@ async def _close_launched(launch: asyncio.Task[Any]) -> None:
     """Close a browser whose launch may still be under way (or may have failed)."""
     with contextlib.suppress(Exception):
         await close_browser(await asyncio.wait_for(launch, SHUTDOWN_STEP_SECONDS))
+
+
+async def _close_context(context: Any) -> None:
+    """Close a context made ahead that the run cannot use (the worker's exit is the backstop)."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(context.close(), BROWSER_CALL_TIMEOUT_SECONDS)

@@ -35,7 +35,16 @@ from scenariokit.runner.protocol import (
     WorkerReady,
     decode_report,
 )
-from scenariokit.runner.sandbox import SandboxConfig, SandboxKind, make_run_dir, remove_dir, worker_command
+from scenariokit.runner.sandbox import (
+    SandboxConfig,
+    SandboxKind,
+    WorkerUser,
+    drops_user,
+    lease_worker_user,
+    make_run_dir,
+    remove_dir,
+    worker_command,
+)
 from scenariokit.runner.worker import WorkerOptions
 
 logger = logging.getLogger(__name__)
@@ -75,6 +84,8 @@ class WorkerLaunch:
     options: WorkerOptions
     #: the ``bwrap`` executable found when the pool started (under bubblewrap)
     bwrap: str | None = None
+    #: the Playwright driver's compile cache the pool filled, once it is (read-only for workers)
+    node_cache: Path | None = None
 
 
 class WorkerHandle:
@@ -101,6 +112,8 @@ class WorkerHandle:
         self.secrets: tuple[str, ...] = ()
         #: run ids whose saved session this worker holds
         self.sessions: set[uuid.UUID] = set()
+        #: the user id leased to it (bubblewrap with the service as root), released once it is gone
+        self.user: WorkerUser | None = None
 
     @property
     def ready(self) -> bool:
@@ -121,8 +134,14 @@ class WorkerHandle:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
         launch = self._launch
-        user = 65534 if launch.kind == "bubblewrap" and _is_root() else None
-        self.run_dir = await asyncio.to_thread(make_run_dir, launch.pool_dir, user)
+        try:
+            if drops_user(launch.kind):  # a user of its own: no run shares another's process limit
+                self.user = await asyncio.to_thread(lease_worker_user)
+            uid = self.user.uid if self.user is not None else None
+            self.run_dir = await asyncio.to_thread(make_run_dir, launch.pool_dir, uid)
+        except BaseException:
+            await asyncio.to_thread(self.kill)  # gives the id back
+            raise
         parent_end, child_end = socket.socketpair()
         try:
             command = worker_command(
@@ -132,6 +151,8 @@ class WorkerHandle:
                 launch.options.browser.executable,
                 child_end.fileno(),
                 launch.bwrap,
+                uid,
+                launch.node_cache,
             )
             self.inner_dir = command.inner_dir
             # Started from the loop's thread: bubblewrap's --die-with-parent follows the starting thread.
@@ -266,15 +287,28 @@ class WorkerHandle:
         self.gone = True
         with self._killed:
             process = self._process
-            if process is not None:
+            if process is not None and not (self._bubblewrap and _end_sandbox(process)):
                 kill_process_tree(process.pid)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=5.0)
             if self.run_dir is not None:
                 remove_dir(self.run_dir)
+            if self.user is not None:  # its processes are dead and its files gone: the id is free
+                self.user.release()
 
 
-def _is_root() -> bool:
-    import os
+def _end_sandbox(process: subprocess.Popen[bytes]) -> bool:
+    """Kill a bubblewrap worker by its launcher; True once that is done (False: scan for its processes).
 
-    return os.geteuid() == 0
+    Everything the worker started lives in bubblewrap's PID namespace, whose first process dies with
+    the launcher (``--die-with-parent``); when it dies the kernel kills every process in the namespace
+    and in any namespace nested in it (Chromium's own sandbox makes some). So the launcher's death is
+    the whole tree's, without reading the machine's process table for it.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    try:
+        process.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        return False
+    return True

@@ -19,9 +19,10 @@ from multidict import MultiMapping
 from scenariokit.domain.errors import InvalidQuery, ValidationError
 from scenariokit.domain.json_values import decode_json
 from scenariokit.formats.convert import UNSTORABLE, UNSTORABLE_MESSAGE, structure_input, unstorable_path
+from scenariokit.formats.presenters import API_PATH
 from scenariokit_server import keys
 
-API_PREFIX = "/api/v1"
+API_PREFIX = API_PATH  # one place: the presenters write artifact URLs under it
 T = TypeVar("T")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import mimetypes
 import uuid
 
 from aiohttp import web
@@ -13,14 +12,16 @@ from scenariokit.formats.inputs import RunBatchInput
 from scenariokit.formats.queries import LogQuery, RunQuery
 from scenariokit_server import keys, schemas
 from scenariokit_server.openapi import BINARY, list_params, log_params, operation
+from scenariokit_server.trace import trace_viewer_url
 from scenariokit_server.views import API_PREFIX, created, json_body, ok, path_id, query_params
-
-_ARTIFACT_TYPES = {".png": "image/png", ".zip": "application/zip"}
 
 
 async def _detail(request: web.Request, run_id: uuid.UUID, logs: LogQuery | None = None) -> dict[str, object]:
     services = keys.services(request)
-    return shape.run_detail_json(services.converter, await services.runs.get(run_id, logs))
+    detail = await services.runs.get(run_id, logs)
+    return shape.run_detail_json(
+        services.converter, detail, trace_viewer_url=trace_viewer_url(request.app, detail.run)
+    )
 
 
 @operation("runs", "List all runs", response=schemas.RunPage, params=list_params(RunQuery))
@@ -91,5 +92,4 @@ async def get_artifact(request: web.Request) -> web.StreamResponse:
     """Stream an artifact file with its content type."""
     name = request.match_info["name"]
     path = await keys.services(request).runs.artifact(path_id(request), name)
-    content_type = _ARTIFACT_TYPES.get(path.suffix.lower()) or mimetypes.guess_type(name)[0]
-    return web.FileResponse(path, headers={"Content-Type": content_type or "application/octet-stream"})
+    return web.FileResponse(path, headers={"Content-Type": shape.artifact_content_type(name)})

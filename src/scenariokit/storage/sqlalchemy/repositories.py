@@ -109,20 +109,29 @@ class _TableRepository(Generic[T, Q]):
         rows = (await self.conn.execute(sa.select(self.table).where(self.table.c.id.in_(list(idents))))).all()
         return await self._load(rows)
 
+    async def kept_total(self, query: Q) -> int | None:
+        """The total of the query's rows from counts the store keeps, or None where it keeps none."""
+        return None
+
     async def list(self, query: Q) -> Page[T]:
         filters = self._filters(query)
         column = self.table.c[self.order_columns[query.order_by]]
         direction = sa.desc if query.order_dir == "desc" else sa.asc
-        # The total rides on the page's rows (a window count): one query for the page, not two.
+        kept = await self.kept_total(query)
+        # Else the total rides on the page's rows (a window count): one query for the page, not two. A
+        # window count reads every matching row, so a large table (runs) keeps its counts instead.
+        columns = [self.table] if kept is not None else [self.table, sa.func.count().over().label("_total")]
         stmt = (
-            sa.select(self.table, sa.func.count().over().label("_total"))
+            sa.select(*columns)
             .where(*filters)
             .order_by(direction(column), direction(self.table.c.id))
             .limit(query.limit)
             .offset(query.offset)
         )
         rows = (await self.conn.execute(stmt)).all()
-        if rows:
+        if kept is not None:
+            total = kept
+        elif rows:
             total = int(rows[0]._total)
         elif query.page == 1:
             total = 0
@@ -306,6 +315,22 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         if query.batch_id is not None:
             filters.append(self.table.c.batch_id == query.batch_id)
         return filters
+
+    async def kept_total(self, query: RunQuery) -> int | None:
+        """The sum of ``run_counts`` (kept by triggers) over the query's status and scenario.
+
+        A filter the counts do not cover must return None here, so the total is counted instead.
+        """
+        if query.batch_id is not None:  # a batch holds at most a few runs: counted with its page
+            return None
+        counts = t.run_counts
+        where: list[sa.ColumnElement[bool]] = []
+        if query.status is not None:
+            where.append(counts.c.status == query.status.value)
+        if query.scenario_id is not None:
+            where.append(counts.c.scenario_id == query.scenario_id)
+        total = await self.conn.execute(sa.select(sa.func.coalesce(sa.func.sum(counts.c.n), 0)).where(*where))
+        return int(total.scalar_one())
 
     async def update(self, item: Run) -> None:
         row = self.to_row(item)

@@ -39,6 +39,9 @@ T = TypeVar("T", bound=attrs.AttrsInstance)
 # --- building values without their validators ----------------------------------------------------
 
 
+_REQUIRED, _VALUE, _FACTORY = 0, 1, 2
+
+
 def _convert(converter: Any, value: Any, instance: Any, field: attrs.Attribute[Any]) -> Any:
     if isinstance(converter, attrs.Converter):  # attrs' stubs do not declare what it holds
         extra = [instance] if getattr(converter, "takes_self", False) else []
@@ -56,24 +59,34 @@ def restorer(cls: type[T]) -> Callable[[Mapping[str, Any]], T]:
     of the process at once, this touches no global state: a write validating in another thread or task
     at the same moment still validates.
     """
-    fields = attrs.fields(cls)
     post_init = getattr(cls, "__attrs_post_init__", None)
+    # What to do for each field, worked out once: reading a page builds hundreds of values.
+    plan: list[tuple[str, int, Any, bool, Any]] = []
+    for field in attrs.fields(cls):
+        default = field.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            how, made, takes_self = _FACTORY, default.factory, default.takes_self
+        elif default is not attrs.NOTHING:
+            how, made, takes_self = _VALUE, default, False
+        else:
+            how, made, takes_self = _REQUIRED, None, False
+        convert = None if field.converter is None else partial(_convert, field.converter, field=field)
+        plan.append((field.name, how, made, takes_self, convert))
 
     def restore(values: Mapping[str, Any]) -> T:
         instance = object.__new__(cls)
-        for field in fields:
-            if field.name in values:
-                value = values[field.name]
-            elif isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
-                factory = field.default.factory
-                value = factory(instance) if field.default.takes_self else factory()
-            elif field.default is not attrs.NOTHING:
-                value = field.default
+        for name, how, made, takes_self, convert in plan:
+            if name in values:
+                value = values[name]
+            elif how == _FACTORY:
+                value = made(instance) if takes_self else made()
+            elif how == _VALUE:
+                value = made
             else:
-                raise TypeError(f"a stored {cls.__name__} has no {field.name!r}")
-            if field.converter is not None:
-                value = _convert(field.converter, value, instance, field)
-            object.__setattr__(instance, field.name, value)  # frozen classes: how attrs' __init__ sets them
+                raise TypeError(f"a stored {cls.__name__} has no {name!r}")
+            if convert is not None:
+                value = convert(value, instance)
+            object.__setattr__(instance, name, value)  # frozen classes: how attrs' __init__ sets them
         if post_init is not None:
             post_init(instance)
         return instance
@@ -244,6 +257,17 @@ class RowMap(Generic[T]):
         self._generated = generated.name if generated is not None else None
         self._restore = restorer(cls)
         self._kind = cls.__name__.lower()
+        # per column, worked out once: its field, how a stored value becomes the field's (None: as it
+        # is), whether a NULL means None (else the default), whether it is encrypted
+        self._reads = [
+            (
+                column,
+                column.field.name,
+                None if column.kind in _AS_STORED else DOCUMENTS.get_structure_hook(column.kind),
+                admits_none(column.kind),
+            )
+            for column in self._columns
+        ]
 
     def to_row(self, item: T, box: SecretBox) -> dict[str, Any]:
         """The columns of ``item``: as it is, since it was validated when it was made."""
@@ -271,15 +295,15 @@ class RowMap(Generic[T]):
     def from_mapping(self, row: Mapping[Any, Any], box: SecretBox, **given: Any) -> T:
         """:meth:`from_row` for a row as a mapping of column names."""
         values: dict[str, Any] = dict(given)
-        for column in self._columns:
+        for column, name, hook, nullable in self._reads:
             raw = row[column.name]
             if raw is not None and column.encrypted is not None:
                 raw = self._decrypt(box, column, raw, row)
             if raw is None:
-                if admits_none(column.kind):
-                    values[column.field.name] = None
+                if nullable:
+                    values[name] = None
                 continue
-            values[column.field.name] = DOCUMENTS.structure(raw, column.kind)
+            values[name] = raw if hook is None else hook(raw, column.kind)
         return self._restore(values)
 
     @staticmethod

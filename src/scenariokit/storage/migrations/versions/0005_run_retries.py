@@ -1,7 +1,7 @@
 """Retries: a scenario's ``retries``, a run's ``attempts`` and whether it was ``flaky`` (docs/monitoring.md).
 
-Revision ID: 0004_run_retries
-Revises: 0003_run_timings
+Revision ID: 0005_run_retries
+Revises: 0004_run_counts
 Create Date: 2026-11-23
 """
 
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0004_run_retries"
-down_revision = "0003_run_timings"
+revision = "0005_run_retries"
+down_revision = "0004_run_counts"
 branch_labels = None
 depends_on = None
 

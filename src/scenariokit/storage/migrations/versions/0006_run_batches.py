@@ -1,15 +1,15 @@
 """Many environments: the runs one request queued share a ``batch_id`` (docs/monitoring.md).
 
-Revision ID: 0005_run_batches
-Revises: 0004_run_retries
+Revision ID: 0006_run_batches
+Revises: 0005_run_retries
 Create Date: 2026-11-23
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005_run_batches"
-down_revision = "0004_run_retries"
+revision = "0006_run_batches"
+down_revision = "0005_run_retries"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """Schedules: runs queued on a cron or an interval, each fire claimed once (docs/monitoring.md).
 
-Revision ID: 0006_schedules
-Revises: 0005_run_batches
+Revision ID: 0007_schedules
+Revises: 0006_run_batches
 Create Date: 2026-11-23
 """
 
@@ -9,8 +9,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0006_schedules"
-down_revision = "0005_run_batches"
+revision = "0007_schedules"
+down_revision = "0006_run_batches"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,196 @@
+"""CPU seconds per run, by component: where a one-run worker's cost goes on a machine of few cores.
+
+On a machine whose cores are all busy, runs/min is the cores' seconds divided by the CPU seconds one run
+costs, whatever the wall time of each part. This runs the three-step bench scenarios through
+scenariokit (queued at once, as ``bench/runs.py`` does) and samples the CPU time of every process the
+run starts (the bubblewrap launcher, the worker's Python, the Playwright driver, the browser's
+processes) from ``/proc`` every few milliseconds, adding the scheduler process's own CPU (pool, store
+writes). The window starts with warm workers and ends once the workers started for the next runs are
+warm again, so it holds exactly one worker start per run. The bare Playwright script is measured the
+same way (its driver and browser processes), so the two sit side by side.
+
+    python bench/cpu.py [--scenarios 30] [--workers 2] [--sandbox bubblewrap,off]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from _shared import STEPS, bare_playwright, serve_page
+
+import scenariokit
+from scenariokit.domain.model import RunStatus
+from scenariokit.formats.queries import RunQuery
+from scenariokit.runner.sandbox import SANDBOX_ENV, bubblewrap_works
+
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _component(name: str) -> str:
+    if name.startswith("bwrap"):
+        return "bubblewrap"
+    if name.startswith("python"):
+        return "worker Python"
+    if name.startswith("node"):
+        return "Playwright driver (node)"
+    if name.startswith(("chrom", "headless", "Chrom")):
+        return "browser"
+    return f"other ({name})"
+
+
+class CpuSampler:
+    """Samples the CPU time of every descendant of this process, keeping each one's last value.
+
+    A process is followed from the first time it is seen below this one, also after it is reparented
+    (a browser whose driver was killed), until it is gone; what it spent before :meth:`baseline` is
+    left out. The last few milliseconds of a process that exits between two samples are lost.
+    """
+
+    def __init__(self, every: float = 0.005) -> None:
+        self._every = every
+        self._lock = threading.Lock()
+        self._seen: dict[int, tuple[str, float]] = {}
+        self._before: dict[int, float] = {}
+        self._followed: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.parent = 0.0
+        self._sampling = 0.0
+
+    def __enter__(self) -> CpuSampler:
+        self._own = os.times()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        now = os.times()
+        spent = (now.user - self._own.user) + (now.system - self._own.system)
+        self.parent = spent - self._sampling  # the sampler's own thread is no part of the scheduler
+
+    def baseline(self) -> None:
+        """Count only what is spent from now on."""
+        with self._lock:
+            self._before = {pid: cpu for pid, (_, cpu) in self._seen.items()}
+            self._seen.clear()
+            self._own = os.times()
+            self._sampling = 0.0
+
+    def _loop(self) -> None:
+        me = os.getpid()
+        while not self._stop.is_set():
+            began = time.thread_time()
+            table: dict[int, tuple[int, str, float]] = {}
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry.name}/stat", "rb") as f:
+                        stat = f.read().decode()
+                except OSError:
+                    continue
+                name = stat[stat.index("(") + 1 : stat.rindex(")")]
+                fields = stat[stat.rindex(")") + 2 :].split()
+                cpu = (int(fields[11]) + int(fields[12])) / TICK
+                table[int(entry.name)] = (int(fields[1]), name, cpu)
+            with self._lock:
+                for pid, (ppid, name, cpu) in table.items():
+                    if pid in self._followed or ppid == me or ppid in self._followed:
+                        self._followed.add(pid)
+                        self._seen[pid] = (_component(name), cpu - self._before.get(pid, 0.0))
+                self._followed &= set(table)
+                self._sampling += time.thread_time() - began
+            time.sleep(self._every)
+
+    def by_component(self) -> dict[str, float]:
+        """CPU seconds of the sampled processes, summed by component."""
+        totals: dict[str, float] = defaultdict(float)
+        for component, cpu in self._seen.values():
+            totals[component] += cpu
+        return dict(totals)
+
+
+#: CPU seconds per run of the bare script, measured first: the others are printed as ratios to it
+_bare: list[float] = []
+
+
+def report(label: str, count: int, seconds: float, sampler: CpuSampler, parent_label: str) -> None:
+    """One configuration's runs/min, CPU per run (and its ratio to the bare script's), by component."""
+    parts = sampler.by_component()
+    parts[parent_label] = sampler.parent
+    per_run = sum(parts.values()) / count
+    ratio = f", {per_run / _bare[0]:.2f}x the bare script's" if _bare else ""
+    _bare.append(per_run)
+    print(f"{label}: {count} runs in {seconds:.1f} s ({count / seconds * 60:.0f}/min), "
+          f"{per_run * 1000:.0f} ms CPU per run{ratio}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
+    for component, cpu in sorted(parts.items(), key=lambda kv: -kv[1]):
+        print(f"    {component:34s} {cpu / count * 1000:7.0f} ms")
+
+
+async def scenariokit_cpu(url: str, count: int, workers: int, sandbox: str) -> None:
+    os.environ[SANDBOX_ENV] = sandbox
+    with tempfile.TemporaryDirectory() as tmp:
+        async with scenariokit.open_kit(f"sqlite:///{Path(tmp) / 'bench.db'}", workers=workers) as kit:
+            env = await kit.environments.create({"name": "bench", "data": {"url": url}})
+            scenarios = [
+                await kit.scenarios.create({"name": f"b{i}", "steps": [{"execCode": c} for c in STEPS]})
+                for i in range(count)
+            ]
+            with CpuSampler() as sampler:
+                scheduler = await kit.start_runner()
+                await _until_warm(scheduler.pool)
+                sampler.baseline()
+                began = time.perf_counter()
+                for s in scenarios:
+                    await kit.runs.create({"scenarioId": str(s.id), "environmentId": str(env.id)})
+                waiting = RunQuery(status=RunStatus.IN_PROGRESS, limit=1)
+                while (await kit.runs.list(waiting)).total:  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+                took = time.perf_counter() - began
+                await _until_warm(scheduler.pool)  # the workers for the next runs, paid in this window
+                await asyncio.sleep(0.5)
+            report(f"scenariokit, {workers} worker(s), sandbox {sandbox}", count, took, sampler,
+                   "scheduler process (pool, store)")  # fmt: skip
+
+
+async def _until_warm(pool: object) -> None:
+    for _ in range(600):
+        if pool.ready_workers >= pool.size and not getattr(pool, "_retiring", ()):  # type: ignore[attr-defined]
+            return
+        await asyncio.sleep(0.05)
+
+
+async def bare_cpu(url: str, count: int) -> None:
+    with CpuSampler() as sampler:
+        began = time.perf_counter()
+        await bare_playwright(url, count)
+        took = time.perf_counter() - began
+    report("bare Playwright script", count, took, sampler, "script's Python")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--scenarios", type=int, default=30)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--sandbox", default="bubblewrap,off" if bubblewrap_works() else "off")
+    args = parser.parse_args()
+    runner, url = await serve_page()
+    try:
+        await bare_playwright(url, 2)
+        await bare_cpu(url, args.scenarios)
+        for sandbox in args.sandbox.split(","):
+            await scenariokit_cpu(url, args.scenarios, args.workers, sandbox)
+    finally:
+        await runner.cleanup()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,108 @@
+"""The total of a page of runs comes from counts the database keeps, and they stay exact.
+
+``run_counts`` is kept by triggers in the transaction that writes a run (migration 0004). Every change
+a run can go through — insert, status change, a rolled-back write, delete, its scenario's delete — is
+checked here against a real ``count(*)``, on SQLite and PostgreSQL; and a store migrated from 0003
+with runs in it starts with the right counts.
+"""
+
+from __future__ import annotations
+
+import attrs
+import sqlalchemy as sa
+from alembic import command
+
+from scenariokit.domain.model import Environment, Run, RunStatus, Scenario
+from scenariokit.formats.queries import RunQuery
+from scenariokit.storage.migrations import alembic_config
+from scenariokit.storage.sqlalchemy import SqlStore
+from scenariokit.storage.sqlalchemy import tables as t
+
+
+async def _counted(store: SqlStore, **filters: str) -> int:
+    """The total of a run listing, as REST shows it."""
+    query = RunQuery.from_params(filters)
+    async with store.unit_of_work(readonly=True) as uow:
+        return (await uow.runs.list(query)).total
+
+
+async def _real(store: SqlStore, status: RunStatus | None = None, scenario: Scenario | None = None) -> int:
+    where = []
+    if status is not None:
+        where.append(t.runs.c.status == status.value)
+    if scenario is not None:
+        where.append(t.runs.c.scenario_id == scenario.id)
+    async with store.engine.connect() as conn:
+        counted = await conn.execute(sa.select(sa.func.count()).select_from(t.runs).where(*where))
+        return int(counted.scalar_one())
+
+
+async def _check_every_total(store: SqlStore, scenarios: list[Scenario]) -> None:
+    assert await _counted(store) == await _real(store)
+    for status in RunStatus:
+        assert await _counted(store, status=status.value) == await _real(store, status)
+        for scenario in scenarios:
+            both = {"status": status.value, "scenarioId": str(scenario.id)}
+            assert await _counted(store, **both) == await _real(store, status, scenario)
+    for scenario in scenarios:
+        assert await _counted(store, scenarioId=str(scenario.id)) == await _real(store, scenario=scenario)
+
+
+async def test_totals_follow_every_change_of_a_run(store: SqlStore) -> None:
+    env = Environment(name="env")
+    scenarios = [Scenario(name="first"), Scenario(name="second")]
+    runs = [
+        Run(scenario_id=scenarios[i % 2].id, environment_id=env.id, scenario_name="x") for i in range(7)
+    ]
+    async with store.unit_of_work() as uow:
+        await uow.environments.add(env)
+        for scenario in scenarios:
+            await uow.scenarios.add(scenario)
+        for run in runs:
+            await uow.runs.add(run)
+        await uow.commit()
+    assert await _counted(store) == 7
+    await _check_every_total(store, scenarios)
+
+    async with store.unit_of_work() as uow:  # runs end: in_progress -> pass / fail
+        for i, run in enumerate(runs[:5]):
+            await uow.runs.update(attrs.evolve(run, status=RunStatus.PASS if i % 2 else RunStatus.FAIL))
+        await uow.commit()
+    await _check_every_total(store, scenarios)
+    assert await _counted(store, status="in_progress") == 2
+
+    async with store.unit_of_work() as uow:  # a write rolled back changes no count
+        await uow.runs.update(attrs.evolve(runs[5], status=RunStatus.PASS))
+        await uow.runs.add(Run(scenario_id=scenarios[0].id, environment_id=env.id, scenario_name="x"))
+    await _check_every_total(store, scenarios)
+    assert await _counted(store) == 7
+
+    async with store.unit_of_work() as uow:  # deleting a scenario deletes its runs and their counts
+        assert await uow.scenarios.delete(scenarios[0].id)
+        await uow.commit()
+    await _check_every_total(store, scenarios[1:])
+    assert await _counted(store) == 3
+    async with store.engine.connect() as conn:
+        kept = (await conn.execute(sa.select(t.run_counts.c.scenario_id).distinct())).scalars().all()
+    assert set(kept) <= {scenarios[1].id}
+
+
+async def test_a_store_migrated_with_runs_in_it_starts_with_their_counts(store: SqlStore) -> None:
+    env = Environment(name="env")
+    scenario = Scenario(name="old")
+    async with store.unit_of_work() as uow:
+        await uow.environments.add(env)
+        await uow.scenarios.add(scenario)
+        for status in (RunStatus.PASS, RunStatus.PASS, RunStatus.FAIL):
+            await uow.runs.add(
+                Run(scenario_id=scenario.id, environment_id=env.id, scenario_name="old", status=status)
+            )
+        await uow.commit()
+    async with store.engine.begin() as conn:  # back to the schema before the counts
+        await conn.run_sync(lambda sync: command.downgrade(alembic_config(sync), "0003_run_timings"))
+    async with store.engine.begin() as conn:
+        assert not await conn.run_sync(lambda sync: sa.inspect(sync).has_table("run_counts"))
+    await store.upgrade()
+    assert await _counted(store) == 3
+    assert await _counted(store, status="pass") == 2
+    assert await _counted(store, status="fail", scenarioId=str(scenario.id)) == 1
