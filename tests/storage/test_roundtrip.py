@@ -294,6 +294,8 @@ async def test_every_field_of_every_aggregate_survives_the_store(store: SqlStore
             ),
         ),
         flaky=True,
+        batch_id=uuid.uuid4(),
+        schedule_id=uuid.uuid4(),
     )
     entry = RunLogEntry(run_id=run.id, message="hello", level="warning", step_id=step.id, at=later, seq=1)
     for value in (environment, credential, snippet, scenario, session, run, entry):

@@ -21,18 +21,17 @@ def _json() -> sa.types.TypeEngine[Any]:
     return sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql")
 
 
+# Plain ALTER TABLE, never a batch copy: SQLite would recreate ``runs`` and lose run_counts' triggers.
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("scenarios") as batch:
-        # NULL reads as the default: no retries (a scenario stored before this revision).
-        batch.add_column(sa.Column("retries", _json(), nullable=True))
-    with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("attempts", _json(), nullable=True))
-        batch.add_column(sa.Column("flaky", sa.Boolean(), nullable=False, server_default=sa.false()))
+    # NULL reads as the default: no retries (a scenario stored before this revision).
+    op.add_column("scenarios", sa.Column("retries", _json(), nullable=True))
+    op.add_column("runs", sa.Column("attempts", _json(), nullable=True))
+    op.add_column("runs", sa.Column("flaky", sa.Boolean(), nullable=False, server_default=sa.false()))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("flaky")
-        batch.drop_column("attempts")
-    with op.batch_alter_table("scenarios") as batch:
-        batch.drop_column("retries")
+    op.drop_column("runs", "flaky")
+    op.drop_column("runs", "attempts")
+    op.drop_column("scenarios", "retries")

@@ -14,13 +14,14 @@ branch_labels = None
 depends_on = None
 
 
+# Plain ALTER TABLE, never a batch copy: SQLite would recreate ``runs`` and lose run_counts' triggers.
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("batch_id", sa.Uuid(), nullable=True))
-        batch.create_index("ix_runs_batch_id", ["batch_id"])
+    op.add_column("runs", sa.Column("batch_id", sa.Uuid(), nullable=True))
+    op.create_index("ix_runs_batch_id", "runs", ["batch_id"])
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_index("ix_runs_batch_id")
-        batch.drop_column("batch_id")
+    op.drop_index("ix_runs_batch_id", "runs")
+    op.drop_column("runs", "batch_id")

@@ -45,13 +45,12 @@ def upgrade() -> None:
     op.create_index("ix_schedules_updated_at_id", "schedules", ["updated_at", "id"])
     op.create_index("ix_schedules_next_fire_at_id", "schedules", ["next_fire_at", "id"])
     op.create_index("ix_schedules_scenario_id", "schedules", ["scenario_id"])
-    with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("schedule_id", sa.Uuid(), nullable=True))
-        batch.create_index("ix_runs_schedule_id", ["schedule_id"])
+    # plain ALTER TABLE, never a batch copy: SQLite would recreate ``runs`` and lose run_counts' triggers
+    op.add_column("runs", sa.Column("schedule_id", sa.Uuid(), nullable=True))
+    op.create_index("ix_runs_schedule_id", "runs", ["schedule_id"])
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_index("ix_runs_schedule_id")
-        batch.drop_column("schedule_id")
+    op.drop_index("ix_runs_schedule_id", "runs")
+    op.drop_column("runs", "schedule_id")
     op.drop_table("schedules")
