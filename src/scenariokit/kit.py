@@ -31,6 +31,9 @@ import pluggy
 from scenariokit.domain.errors import ScenarioKitError
 from scenariokit.formats.convert import structure_input
 from scenariokit.formats.inputs import (
+    AuthoringExecInput,
+    AuthoringSaveInput,
+    AuthoringStartInput,
     CredentialInput,
     EnvironmentInput,
     LinkInput,
@@ -76,6 +79,11 @@ JSON_COMMANDS: dict[str, dict[str, tuple[Any, str]]] = {
     "snippets": _catalog(SnippetInput, "snippet"),
     "runs": {"create": (RunInput, "run"), "create_batch": (RunBatchInput, "run")},
     "schedules": _catalog(ScheduleInput, "schedule"),
+    "authoring": {
+        "start": (AuthoringStartInput, "authoring session"),
+        "exec": (AuthoringExecInput, "exec"),
+        "save": (AuthoringSaveInput, "save"),
+    },
 }
 
 
@@ -118,9 +126,9 @@ class Kit:
     """A store and its services, with a local scheduler started on the first :meth:`run`.
 
     The resource services are attributes: ``kit.scenarios``, ``kit.environments``, ``kit.credentials``,
-    ``kit.snippets``, ``kit.sessions``, ``kit.runs`` and ``kit.transfer`` (YAML). Their commands take
-    the input classes of :mod:`scenariokit.formats.inputs` or, for convenience, the REST JSON mapping
-    of one (see :class:`JsonDoor`); ``kit.services`` is the typed service layer itself.
+    ``kit.snippets``, ``kit.sessions``, ``kit.runs``, ``kit.transfer`` (YAML) and ``kit.authoring``.
+    Their commands take the input classes of :mod:`scenariokit.formats.inputs` or, for convenience,
+    the REST JSON mapping of one (see :class:`JsonDoor`); ``kit.services`` is the typed service layer.
     """
 
     def __init__(self, services: Services, *, workers: int = 1) -> None:
@@ -135,6 +143,8 @@ class Kit:
         self.runs: JsonDoor = door(services.runs, commands=JSON_COMMANDS["runs"])
         self.schedules: JsonDoor = door(services.schedules, commands=JSON_COMMANDS["schedules"])
         self.transfer = services.transfer
+        #: live authoring sessions (docs/authoring.md); held once :meth:`start_runner` has run
+        self.authoring: JsonDoor = door(services.authoring, commands=JSON_COMMANDS["authoring"])
         self._scheduler: Scheduler | None = None
 
     async def start_runner(self) -> Scheduler:

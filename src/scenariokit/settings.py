@@ -114,6 +114,10 @@ class Settings:
     sandbox: SandboxMode = attrs.field(default="auto", validator=attrs.validators.in_(SANDBOX_MODES))
     #: how much memory step code may allocate in one run
     run_memory_mb: int = attrs.field(default=DEFAULT_MEMORY_MB, validator=_positive)
+    #: live authoring sessions at once (docs/authoring.md)
+    authoring_max: int = attrs.field(default=2, validator=_positive)
+    #: seconds an unused authoring session stays open
+    authoring_idle_seconds: float = attrs.field(default=600.0, validator=_positive)
 
     @classmethod
     def from_env(
@@ -145,6 +149,8 @@ class Settings:
             trace=self.trace,
             lease_seconds=self.lease_seconds,
             session_keepalive_seconds=self.session_keepalive_seconds,
+            authoring_max=self.authoring_max,
+            authoring_idle_seconds=self.authoring_idle_seconds,
         )
 
     @property
@@ -218,4 +224,6 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "run_scheduler": ("SCENARIOKIT_RUN_SCHEDULER", _flag),
     "sandbox": ("SCENARIOKIT_SANDBOX", parse_sandbox_mode),
     "run_memory_mb": ("SCENARIOKIT_RUN_MEMORY_MB", parse_memory_mb),
+    "authoring_max": ("SCENARIOKIT_AUTHORING_MAX", _positive_whole),
+    "authoring_idle_seconds": ("SCENARIOKIT_AUTHORING_IDLE_SECONDS", _positive_number),
 }

@@ -39,6 +39,7 @@ from scenariokit_server.settings import Settings, SettingsError, UnsafeBindError
 from scenariokit_server.trace import ArtifactLinks, setup_trace_viewer
 from scenariokit_server.views import (
     API_PREFIX,
+    authoring,
     credentials,
     environments,
     health,
@@ -186,6 +187,11 @@ def _route_table() -> list[tuple[str, str, Handler]]:
         ("GET", f"{API_PREFIX}/run/{{id}}", runs.get_run),
         ("POST", f"{API_PREFIX}/run/{{id}}/cancel", runs.cancel_run),
         ("GET", f"{API_PREFIX}/run/{{id}}/artifacts/{{name}}", runs.get_artifact),
+        ("POST", f"{API_PREFIX}/authoring", authoring.start),
+        ("GET", f"{API_PREFIX}/authoring/{{id}}", authoring.look),
+        ("DELETE", f"{API_PREFIX}/authoring/{{id}}", authoring.end),
+        ("POST", f"{API_PREFIX}/authoring/{{id}}/exec", authoring.execute),
+        ("POST", f"{API_PREFIX}/authoring/{{id}}/save", authoring.save),
     ]
 
 

@@ -11,6 +11,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from scenariokit.domain.errors import (
+    AuthoringUnavailable,
     BrowserUnavailable,
     Conflict,
     NotFound,
@@ -33,6 +34,7 @@ STATUS_OF: dict[type[ScenarioKitError], int] = {
     Conflict: 409,
     TooLarge: 413,
     BrowserUnavailable: 503,
+    AuthoringUnavailable: 503,
     SecretUnreadable: 503,  # the server's keys, not the request, are at fault: it says which record
     SecretKeyError: 503,
 }

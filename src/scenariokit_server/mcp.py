@@ -12,6 +12,7 @@ carrying the problem body REST answers the same error with.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import functools
 import inspect
@@ -34,7 +35,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ImageContent, InputRequiredResult, TextContent, ToolAnnotations
 
 from scenariokit.domain.errors import ScenarioKitError
 from scenariokit.domain.json_values import json_fault
@@ -53,6 +54,8 @@ A scenario is a list of steps; each step is Python code using Playwright's async
 An environment holds the data steps read, e.g. {"url": "https://staging.example.com"} for helpers.getEnvUrl().
 Typical flow: create_environment, create_scenario with steps, run_scenario with wait=true, then get_run
 with q to search the log. Ids are UUIDs. Errors come back as tool errors with the field at fault.
+To explore a site live and keep what worked: authoring_start, authoring_exec (repeat), authoring_save,
+then run_scenario. To heal a scenario failing at step N: authoring_start with upToStep=N-1.
 """
 
 log = logging.getLogger(__name__)
@@ -128,15 +131,24 @@ TOOL_HINTS: dict[str, ToolAnnotations] = {
     "create_schedule": _CREATE,
     "update_schedule": _UPDATE,
     "delete_schedule": _DELETE,
+    "authoring_start": _CREATE.model_copy(update={"open_world_hint": True}),
+    "authoring_exec": _CREATE.model_copy(update={"open_world_hint": True}),
+    "authoring_snapshot": _READ.model_copy(update={"open_world_hint": True}),
+    "authoring_save": _CREATE,
+    "authoring_end": _DELETE,
 }
 
 
 def tool_result(answer: Answer) -> CallToolResult:
     """A successful result: the JSON shape as structured content and as text, after the answer's notes."""
     text = json.dumps(answer.data, indent=2, ensure_ascii=False)
-    notes = [TextContent(type="text", text=note) for note in answer.notes]
+    notes: list[TextContent | ImageContent] = [TextContent(type="text", text=note) for note in answer.notes]
+    images = [
+        ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png")
+        for png in answer.images
+    ]
     return CallToolResult(
-        content=[*notes, TextContent(type="text", text=text)], structured_content=answer.data
+        content=[*notes, *images, TextContent(type="text", text=text)], structured_content=answer.data
     )
 
 

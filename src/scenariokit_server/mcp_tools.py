@@ -26,6 +26,9 @@ from scenariokit.domain.model import Run, camel
 from scenariokit.formats import presenters as shape
 from scenariokit.formats.convert import structure_input, structure_run_request
 from scenariokit.formats.inputs import (
+    AuthoringExecInput,
+    AuthoringSaveInput,
+    AuthoringStartInput,
     EnvironmentInput,
     Patch,
     RunBatchInput,
@@ -92,6 +95,11 @@ WaitSeconds = Annotated[
         "still going then is returned `in_progress`: follow it with get_run.",
     ),
 ]
+AuthoringId = Annotated[
+    str,
+    Field(description="The authoring session's id, a UUID (from authoring_start).", json_schema_extra=_UUID),
+]
+Screenshot = Annotated[bool, Field(description="Also return a PNG screenshot of the page as image content.")]
 CLEAR_ABOUT = "Fields to remove (set to null). Fields neither given nor listed keep their value."
 
 
@@ -104,6 +112,8 @@ class Answer:
 
     data: JSON
     notes: tuple[str, ...] = ()
+    #: PNG images shown after the notes (an authoring screenshot)
+    images: tuple[bytes, ...] = ()
 
 
 def parse_id(raw: str, name: str) -> uuid.UUID:
@@ -526,3 +536,71 @@ class ScenarioKitTools:
         ident = parse_id(scheduleId, "scheduleId")
         await self._services().schedules.delete(ident)
         return Answer({"id": str(ident), "deleted": True})
+
+    # --- agent authoring (docs/authoring.md) -------------------------------------------------------
+
+    @takes(
+        AuthoringStartInput,
+        "authoring session",
+        ("environmentId", "scenarioId", "upToStep", "sessionId", "credentials"),
+    )
+    async def authoring_start(self, command: AuthoringStartInput) -> Answer:
+        """Open a live browser (sandboxed like a run) on an environment: explore a site, keep what works.
+
+        Optionally start from a saved session, and replay the first `upToStep` steps of `scenarioId` (to
+        heal a scenario failing at step N: upToStep=N-1, read the failing run with get_run first).
+        Returns {authoringId, url, title, snapshot, replayed, logs}: `snapshot` is Playwright's ARIA
+        snapshot of the page (roles and names to build locators from). Next: authoring_exec.
+        At most a few sessions live at once (409 beyond); an unused one closes after a while.
+        """
+        services = self._services()
+        started = await services.authoring.start(command)
+        return Answer(shape.authoring_started_json(services.converter, started))
+
+    @takes(AuthoringExecInput, "exec", ("code", "screenshot", "title", "timeoutSeconds"))
+    async def authoring_exec(self, authoringId: AuthoringId, command: AuthoringExecInput) -> Answer:
+        """Execute step code in the session's live page. This is executed code: Python in a sandboxed worker.
+
+        The code is a step: Python with top-level `await`, Playwright's async API, and `page`, `context`,
+        `browser`, `expect`, `helpers` (`helpers.getEnvUrl()`, `helpers.env`, `helpers.credentials[alias]`
+        with `.username`, `.secret`), `runSnippet`, `log`; names it binds stay for the next execs.
+        Returns {index, ok, error: {kind, message} | null, logs, url, title, snapshot, live}; `snapshot`
+        is the page's ARIA snapshot (`page.locator("body").aria_snapshot()`, cut at 20,000 characters).
+        A failing exec leaves the session usable: fix the code and exec again. `live: false` means the
+        session ended (its code crashed the worker or never yielded): start a new one.
+        When done: authoring_save keeps the execs that passed (or those whose index is in `keep`).
+        """
+        services = self._services()
+        outcome = await services.authoring.exec(parse_id(authoringId, "authoringId"), command)
+        shot = outcome.page.screenshot if outcome.page is not None else None
+        data = shape.authoring_exec_json(services.converter, outcome)
+        return Answer(data, images=(shot,) if command.screenshot and shot else ())
+
+    async def authoring_snapshot(self, authoringId: AuthoringId, screenshot: Screenshot = False) -> Answer:
+        """Read the session's live page: {authoringId, url, title, snapshot, logs} (and an image when asked).
+
+        `snapshot` is Playwright's ARIA snapshot of the page, cut at 20,000 characters.
+        """
+        services = self._services()
+        look = await services.authoring.look(parse_id(authoringId, "authoringId"), screenshot=screenshot)
+        shot = look.page.screenshot
+        data = shape.authoring_look_json(services.converter, look)
+        return Answer(data, images=(shot,) if screenshot and shot else ())
+
+    @takes(AuthoringSaveInput, "save", ("name", "scenarioId", "keep"))
+    async def authoring_save(self, authoringId: AuthoringId, command: AuthoringSaveInput) -> Answer:
+        """Save the session as scenario steps: the replayed steps, then the execs that passed (or `keep`).
+
+        The steps are the exact code that ran, in order. Give `name` for a new scenario, or `scenarioId`
+        (the scenario replayed) to replace its steps after `upToStep`. Returns the scenario; the session
+        stays live. Next: run_scenario with wait=true to check it passes in a fresh browser.
+        """
+        services = self._services()
+        scenario = await services.authoring.save(parse_id(authoringId, "authoringId"), command)
+        return Answer(shape.scenario_json(services.converter, scenario))
+
+    async def authoring_end(self, authoringId: AuthoringId) -> Answer:
+        """End the session and close its browser (execs not saved are gone): {authoringId, ended: true}."""
+        ident = parse_id(authoringId, "authoringId")
+        await self._services().authoring.end(ident)
+        return Answer({"authoringId": str(ident), "ended": True})

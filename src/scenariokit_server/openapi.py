@@ -54,6 +54,7 @@ TAGS = (
     {"name": "runs", "description": "Queue, read and cancel runs; fetch their files"},
     {"name": "schedules", "description": "Runs queued on a cron or an interval"},
     {"name": "transfer", "description": "YAML export and import"},
+    {"name": "authoring", "description": "Live authoring sessions: explore a site, keep what worked"},
     {"name": "health", "description": "Liveness of the service and its dependencies"},
 )
 

@@ -28,6 +28,7 @@ from marshmallow import Schema, fields, validate
 
 from scenariokit.domain import model
 from scenariokit.domain import schedule as schedule_model
+from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
 from scenariokit.formats import inputs
 
 #: The attrs validators of the model, as marshmallow validators plus the JSON Schema words they need.
@@ -43,6 +44,9 @@ _VALIDATORS: dict[Callable[..., Any], tuple[validate.Validator, dict[str, Any]]]
     model.valid_backoff_seconds: (validate.Range(min=0, max=model.MAX_BACKOFF_SECONDS), {}),
     inputs.valid_environment_ids: (validate.Length(min=1, max=inputs.MAX_BATCH_ENVIRONMENTS), {}),
     schedule_model.valid_interval: (validate.Range(min=1, max=schedule_model.MAX_INTERVAL_SECONDS), {}),
+    inputs.at_least_zero: (validate.Range(min=0), {}),
+    inputs.optional_name: (validate.Length(min=1, max=model.NAME_MAX), {}),
+    inputs.short_code: (validate.Length(max=MAX_EXEC_CODE_CHARS), {}),
 }
 
 
@@ -364,6 +368,68 @@ Health = Schema.from_dict(
     name="HealthSchema",
 )
 
+AuthoringLog = Schema.from_dict(
+    {"at": fields.DateTime(required=True), "level": fields.String(required=True),
+     "message": fields.String(required=True)},
+    name="AuthoringLogSchema",
+)  # fmt: skip
+_PAGE_FIELDS: dict[str, fields.Field] = {
+    "url": fields.String(required=True, allow_none=True, metadata={"description": "the page's URL"}),
+    "title": fields.String(required=True, allow_none=True),
+    "snapshot": fields.String(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "Playwright's ARIA snapshot of the page (`page.locator('body').aria_snapshot()`), "
+            "cut at 20,000 characters; secrets masked"
+        },
+    ),
+    "screenshot": fields.String(
+        allow_none=True,
+        metadata={"description": "a PNG of the page, base64; only when asked for (`screenshot`)"},
+    ),
+    "logs": fields.List(
+        fields.Nested(AuthoringLog),
+        required=True,
+        metadata={"description": "log lines since the last answer"},
+    ),
+}
+AuthoringStart = Schema.from_dict(
+    {
+        "authoring_id": fields.UUID(required=True, data_key="authoringId"),
+        **_PAGE_FIELDS,
+        "replayed": fields.List(
+            fields.Nested(StepResult), required=True, metadata={"description": "the replayed steps' results"}
+        ),
+    },
+    name="AuthoringStartSchema",
+)
+AuthoringPage = Schema.from_dict(
+    {"authoring_id": fields.UUID(required=True, data_key="authoringId"), **_PAGE_FIELDS},
+    name="AuthoringPageSchema",
+)
+AuthoringExec = Schema.from_dict(
+    {
+        "index": fields.Integer(
+            required=True, metadata={"description": "the exec's number in the session, from 1 (for `keep`)"}
+        ),
+        "ok": fields.Boolean(required=True),
+        "error": fields.Nested(
+            Schema.from_dict(
+                {"kind": fields.String(required=True), "message": fields.String(required=True)},
+                name="AuthoringErrorSchema",
+            ),
+            required=True,
+            allow_none=True,
+        ),
+        **_PAGE_FIELDS,
+        "live": fields.Boolean(
+            required=True, metadata={"description": "false when this exec ended the session"}
+        ),
+    },
+    name="AuthoringExecSchema",
+)
+
 # --- requests ---------------------------------------------------------------------------------------
 
 StepInput = schema_of(inputs.StepInput)
@@ -424,6 +490,9 @@ RunInput = schema_of(
 
 RunBatchInput = schema_of(inputs.RunBatchInput)
 ScheduleInput = schema_of(inputs.ScheduleInput)
+AuthoringStartInput = schema_of(inputs.AuthoringStartInput, nested={inputs.LinkInput: LinkInput})
+AuthoringExecInput = schema_of(inputs.AuthoringExecInput)
+AuthoringSaveInput = schema_of(inputs.AuthoringSaveInput)
 
 #: The request schema of each input class, as its attrs class states it.
 REQUESTS: dict[type, type[Schema]] = {
@@ -437,6 +506,9 @@ REQUESTS: dict[type, type[Schema]] = {
     inputs.RunInput: RunCommand,
     inputs.RunBatchInput: RunBatchInput,
     inputs.ScheduleInput: ScheduleInput,
+    inputs.AuthoringStartInput: AuthoringStartInput,
+    inputs.AuthoringExecInput: AuthoringExecInput,
+    inputs.AuthoringSaveInput: AuthoringSaveInput,
 }
 
 OPENAPI_VERSION = "3.0.3"

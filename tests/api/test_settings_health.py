@@ -86,6 +86,8 @@ def test_overrides_win_and_none_is_ignored() -> None:
         ("SCENARIOKIT_SANDBOX", "docker"),
         ("SCENARIOKIT_RUN_MEMORY_MB", "lots"),
         ("SCENARIOKIT_RUN_MEMORY_MB", "8"),
+        ("SCENARIOKIT_AUTHORING_MAX", "0"),
+        ("SCENARIOKIT_AUTHORING_IDLE_SECONDS", "-5"),
     ],
 )
 def test_bad_values_name_the_variable(variable: str, value: str) -> None:
@@ -192,3 +194,12 @@ def test_run_server_serves_and_prints_its_url(tmp_path: Path) -> None:
 def test_run_server_refuses_an_open_bind_without_tokens() -> None:
     with pytest.raises(UnsafeBindError, match="SCENARIOKIT_API_TOKENS"):
         run_server(Settings(host="0.0.0.0"))  # refused before anything binds
+
+
+def test_authoring_limits_come_from_the_environment_to_the_services() -> None:
+    settings = Settings.from_env(
+        {"SCENARIOKIT_AUTHORING_MAX": "3", "SCENARIOKIT_AUTHORING_IDLE_SECONDS": "90"}
+    )
+    run = settings.run_settings()
+    assert (run.authoring_max, run.authoring_idle_seconds) == (3, 90.0)
+    assert (Settings().authoring_max, Settings().authoring_idle_seconds) == (2, 600.0)

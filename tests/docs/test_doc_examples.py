@@ -41,3 +41,13 @@ def test_the_embedding_guide_example_runs_as_written(
     assert lines[2:4] == ["steps: [(1, 'pass'), (2, 'fail')]", "log: ['Example Domain']"]
     screenshot = Path(lines[4].removeprefix("screenshot: "))
     assert (tmp_path / screenshot).read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_authoring_guide_example_runs_as_written(
+    example_site: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = code_block(ROOT / "docs" / "authoring.md", after="<!-- docs-example: authoring -->")
+
+    run_example(code, "docs/authoring.md", example_site, monkeypatch, tmp_path)
+
+    assert capsys.readouterr().out.splitlines() == ["1 ok", "2 failed: assertion", "3 ok", "pass 2 steps"]

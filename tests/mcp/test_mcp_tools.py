@@ -31,6 +31,11 @@ REQUIRED = {
     "create_schedule": {"scenarioId", "environmentIds"},
     "update_schedule": {"scheduleId"},
     "delete_schedule": {"scheduleId"},
+    "authoring_start": {"environmentId"},
+    "authoring_exec": {"authoringId", "code"},
+    "authoring_snapshot": {"authoringId"},
+    "authoring_save": {"authoringId"},
+    "authoring_end": {"authoringId"},
 }
 
 

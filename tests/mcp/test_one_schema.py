@@ -23,6 +23,9 @@ COMPONENTS = {
     inputs.EnvironmentInput: "EnvironmentInput",
     inputs.RunInput: "RunInput",
     inputs.ScheduleInput: "ScheduleInput",
+    inputs.AuthoringStartInput: "AuthoringStartInput",
+    inputs.AuthoringExecInput: "AuthoringExecInput",
+    inputs.AuthoringSaveInput: "AuthoringSaveInput",
 }
 
 
@@ -69,10 +72,9 @@ def _as_json_schema(prop: dict[str, Any]) -> dict[str, Any]:
         out["exclusiveMinimum"] = out.pop("minimum")
     if out.pop("nullable", False):
         out["type"] = [out["type"], "null"]
-    if "items" in out:
+    if "items" in out and "properties" in out["items"]:  # a list of objects (a list of numbers has none)
         items = dict(out["items"])
-        if "properties" in items:  # an array of objects (steps); an array of ids has none
-            items["properties"] = {k: _as_json_schema(v) for k, v in items["properties"].items()}
+        items["properties"] = {k: _as_json_schema(v) for k, v in items["properties"].items()}
         out["items"] = items
     return out
 
@@ -96,6 +98,9 @@ def test_every_tool_that_takes_a_body_is_compared() -> None:
         "run_scenario",
         "create_schedule",
         "update_schedule",
+        "authoring_start",
+        "authoring_exec",
+        "authoring_save",
     }
 
 

@@ -55,3 +55,17 @@ class SecretKeyError(ScenarioKitError):
 
 class SecretUnreadable(ScenarioKitError):
     """A stored secret that none of the configured keys decrypts."""
+
+
+class AuthoringUnavailable(ScenarioKitError):
+    """This process holds no live browsers for authoring (no scheduler here, or none can start)."""
+
+
+class AuthoringEnded(NotFound):
+    """An authoring session that existed and has ended (closed, idle too long, its worker died)."""
+
+    def __init__(self, ident: object, reason: str) -> None:
+        ScenarioKitError.__init__(self, f"authoring session {ident} has ended: {reason}")
+        self.kind = "authoring session"
+        self.ident = ident
+        self.reason = reason

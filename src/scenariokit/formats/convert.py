@@ -49,6 +49,9 @@ _INPUT_CLASSES = (
     inputs.RunInput,
     inputs.RunBatchInput,
     inputs.ScheduleInput,
+    inputs.AuthoringStartInput,
+    inputs.AuthoringExecInput,
+    inputs.AuthoringSaveInput,
 )
 _MODEL_CLASSES = (  # a class after those it holds: a hook is made with the hooks of its fields
     model.Retries,

@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
+from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
 from scenariokit.domain.code import valid_snippet_code, valid_step_code
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.model import (
@@ -23,6 +24,7 @@ from scenariokit.domain.model import (
     FieldError,
     FieldErrors,
     Retries,
+    camel,
     json_object,
     reports_every_field,
     required_text,
@@ -191,6 +193,106 @@ class RunInput:
     )
     session_id: uuid.UUID | None = attrs.field(
         default=None, metadata=_about("Start from this saved session's cookies and storage.")
+    )
+
+
+#: attrs validators of the authoring inputs (the OpenAPI schemas carry them over as bounds)
+def at_least_zero(_: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise FieldError(camel(attribute.name), "must be a whole number of at least 0")
+
+
+def short_code(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    if isinstance(value, str) and len(value) > MAX_EXEC_CODE_CHARS:
+        raise FieldError(camel(attribute.name), f"must be at most {MAX_EXEC_CODE_CHARS} characters")
+
+
+def optional_name(instance: Any, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    if value is not None:
+        required_text(instance, attribute, value)
+
+
+@reports_every_field
+@attrs.frozen
+class AuthoringStartInput:
+    """A live authoring session to open (docs/authoring.md)."""
+
+    environment_id: uuid.UUID = attrs.field(metadata=_ENVIRONMENT_ID)
+    scenario_id: uuid.UUID | None = attrs.field(
+        default=None,
+        metadata=_about(
+            "Id (UUID) of a scenario whose first `upToStep` steps are replayed before the page is handed "
+            "over (all of them without `upToStep`); its credential links come along, and the session "
+            "may save into it."
+        ),
+    )
+    up_to_step: int | None = attrs.field(
+        default=None,
+        validator=at_least_zero,
+        metadata=_about(
+            "How many of the scenario's steps to replay, from the first: to heal a scenario that fails "
+            "at step N, give N-1. Needs `scenarioId`."
+        ),
+    )
+    session_id: uuid.UUID | None = attrs.field(
+        default=None,
+        metadata=_about("Id (UUID) of a saved session to start from (its cookies and storage)."),
+    )
+    credentials: tuple[LinkInput, ...] | None = attrs.field(
+        default=None,
+        metadata=_about(
+            "More credentials the code may read as `helpers.credentials[alias]` "
+            "(`[{credentialId, alias}]`); a scenario saved from the session links them too."
+        ),
+    )
+
+
+@reports_every_field
+@attrs.frozen
+class AuthoringExecInput:
+    """Step code to execute in a live authoring session's page."""
+
+    code: str = attrs.field(
+        validator=[short_code, valid_step_code],
+        metadata=_about(
+            "Step code, executed as a run executes a step (this is executed code, in the session's "
+            "sandboxed worker). " + EXEC_CODE_ABOUT.split(". ", 1)[1]
+        ),
+    )
+    screenshot: bool = attrs.field(
+        default=False, metadata=_about("Also answer a PNG screenshot of the page after the code ran.")
+    )
+    title: str | None = attrs.field(
+        default=None, metadata=_about("The title the step gets when this exec is saved.")
+    )
+    timeout_seconds: float | None = _time_limit(
+        f"The code's time limit in seconds (default {DEFAULT_STEP_TIMEOUT_SECONDS:g}, at most "
+        f"{MAX_TIMEOUT_SECONDS}); the step saved from it keeps it."
+    )
+
+
+@reports_every_field
+@attrs.frozen
+class AuthoringSaveInput:
+    """Where a session's replayed steps and kept execs are saved."""
+
+    name: str | None = attrs.field(
+        default=None,
+        validator=optional_name,
+        metadata=_about(f"Save as a new scenario of this name (1 to {NAME_MAX} characters)."),
+    )
+    scenario_id: uuid.UUID | None = attrs.field(
+        default=None,
+        metadata=_about(
+            "Id (UUID) of the scenario the session replayed (or one it saved) to save into: its steps "
+            "after `upToStep` are replaced."
+        ),
+    )
+    keep: tuple[int, ...] | None = attrs.field(
+        default=None,
+        metadata=_about(
+            "The `index` of each exec to save (they must have passed); default: every exec that passed."
+        ),
     )
 
 

@@ -6,6 +6,7 @@ instead), a session's token is masked and its storage state omitted.
 
 from __future__ import annotations
 
+import base64
 import mimetypes
 import uuid
 from collections.abc import Callable
@@ -15,6 +16,8 @@ from urllib.parse import quote
 import attrs
 import cattrs
 
+from scenariokit.domain.authoring import AuthoringStarted, ExecOutcome, PageLook, PageState
+from scenariokit.domain.job import LogEvent
 from scenariokit.domain.model import (
     Credential,
     Environment,
@@ -189,4 +192,57 @@ def page_json(page: Page[T], item: Callable[[T], JSON]) -> JSON:
         "total": page.total,
         "page": page.page,
         "limit": page.limit,
+    }
+
+
+# --- agent authoring (docs/authoring.md) ----------------------------------------------------------
+
+
+def _authoring_page(conv: cattrs.Converter, page: PageState | None, *, screenshot: bool) -> JSON:
+    """URL, title and snapshot (null when the page is gone); ``screenshot`` adds the PNG as base64."""
+    data: JSON = {
+        "url": page.url if page else None,
+        "title": page.title if page else None,
+        "snapshot": page.snapshot if page else None,
+    }
+    if screenshot:
+        shot = page.screenshot if page else None
+        data["screenshot"] = base64.b64encode(shot).decode() if shot else None
+    return data
+
+
+def authoring_log_json(conv: cattrs.Converter, line: LogEvent) -> JSON:
+    """One log line of a session: ``{at, level, message}``."""
+    return {"at": conv.unstructure(line.at), "level": line.level, "message": line.message}
+
+
+def authoring_started_json(conv: cattrs.Converter, started: AuthoringStarted) -> JSON:
+    """A started session: its id, the page, the replayed steps' results and their log."""
+    return {
+        "authoringId": str(started.authoring_id),
+        **_authoring_page(conv, started.page, screenshot=False),
+        "replayed": [conv.unstructure(result) for result in started.replayed],
+        "logs": [authoring_log_json(conv, line) for line in started.logs],
+    }
+
+
+def authoring_exec_json(conv: cattrs.Converter, outcome: ExecOutcome, *, screenshot: bool = False) -> JSON:
+    """An exec's answer: ``index``, ``ok``, ``error`` (kind, message), ``logs``, the page, ``live``."""
+    error = outcome.error
+    return {
+        "index": outcome.index,
+        "ok": outcome.ok,
+        "error": {"kind": error.kind.value, "message": error.message} if error else None,
+        "logs": [authoring_log_json(conv, line) for line in outcome.logs],
+        **_authoring_page(conv, outcome.page, screenshot=screenshot),
+        "live": outcome.live,
+    }
+
+
+def authoring_look_json(conv: cattrs.Converter, look: PageLook, *, screenshot: bool = False) -> JSON:
+    """A session's page now, with the log lines since the last answer."""
+    return {
+        "authoringId": str(look.authoring_id),
+        **_authoring_page(conv, look.page, screenshot=screenshot),
+        "logs": [authoring_log_json(conv, line) for line in look.logs],
     }

@@ -70,6 +70,17 @@ class HeldSession:
 
 
 @attrs.frozen
+class LivePage:
+    """The browser, context, page and step namespace of a run, kept for an authoring session that
+    goes on where the replayed steps left off (:mod:`.authoring`)."""
+
+    browser: Any
+    context: Any
+    page: Any
+    namespace: StepNamespace
+
+
+@attrs.frozen
 class RunEnd:
     """What a finished run leaves to the worker: its browser to close, or its session to hold."""
 
@@ -106,6 +117,8 @@ class RunExecution:
         self._current: StepJob | None = None
         #: when the run reached each point (job.RUN_MARKS), sent with its outcome for the run's timings
         self._marks: dict[str, datetime] = {}
+        #: the run's page and namespace once its steps began (an authoring session goes on with them)
+        self.live: LivePage | None = None
 
     def cancel(self) -> None:
         """Stop the run at once; it fails with kind ``cancelled``."""
@@ -198,6 +211,7 @@ class RunExecution:
             snippets=SnippetLibrary(job.snippets, self._hooks.snippet_sources()),
             log_sink=self._log,
         )
+        self.live = LivePage(browser, context, page, namespace)
         steps = sorted(job.steps, key=lambda s: s.order)
         outcome = await self._run_each(namespace, steps, started)
         self._current = None
@@ -223,7 +237,7 @@ class RunExecution:
             self._current = step
             step_started = utcnow()
             self._report(StepStarted(step_id=step.id, at=step_started))
-            failure = await self._run_step(namespace, step, compile_step(step), run_deadline)
+            failure = await self.run_step(namespace, step, compile_step(step), run_deadline)
             if failure is not None:
                 kind, message = failure
                 outcome = failed_run(
@@ -244,10 +258,13 @@ class RunExecution:
             self._report(StepFinished(result))
         return finished_run(self.job, results, started)
 
-    async def _run_step(
+    async def run_step(
         self, namespace: StepNamespace, step: StepJob, code: types.CodeType, run_deadline: float
     ) -> Failure | None:
-        """Run one step within its limit; None when it passed, else why it failed."""
+        """Run one step within its limit; None when it passed, else why it failed.
+
+        An authoring session runs each exec through here too, on the namespace its replay left.
+        """
         label = step_label(step)
         if self._stop.is_set():
             return RunErrorKind.CANCELLED, f"run cancelled before {label}"

@@ -53,6 +53,7 @@ from scenariokit.runner.protocol import (
     failed_run,
     finished_run,
     mask_event,
+    plain_ids,
     step_label,
     syntax_failure,
 )
@@ -257,6 +258,15 @@ class WorkerPool:
     def ready_workers(self) -> int:
         """How many warm workers wait for a run (``size`` plus the spares once all are up)."""
         return sum(1 for worker in self._workers if worker.ready and not worker.used)
+
+    @property
+    def launch(self) -> WorkerLaunch | None:
+        """How this pool starts its workers (sandbox, directories, options); None until it started.
+
+        An authoring session's worker is started the same way (:mod:`.authoring_host`).
+        """
+        launch: WorkerLaunch | None = getattr(self, "_launch", None)
+        return launch if self._idle is not None else None
 
     @property
     def node_cache(self) -> Path | None:
@@ -464,15 +474,7 @@ class WorkerPool:
         run.worker = worker
         worker.current_run = job.run_id
         finished = False
-        inside = attrs.evolve(
-            job,
-            # plain ``uuid.UUID``s: a driver's own UUID type (asyncpg's) would come back in reports,
-            # which the pool decodes allowing only the standard classes
-            run_id=uuid.UUID(str(job.run_id)),
-            scenario_id=uuid.UUID(str(job.scenario_id)),
-            steps=tuple(attrs.evolve(step, id=uuid.UUID(str(step.id))) for step in job.steps),
-            artifacts_dir=Path(f"{worker.inner_dir}/artifacts"),
-        )
+        inside = attrs.evolve(plain_ids(job), artifacts_dir=Path(f"{worker.inner_dir}/artifacts"))
         try:
             if not await worker.send(StartRun(inside)):
                 run.inbox.put_nowait(WorkerGone(None))

@@ -38,36 +38,35 @@ class PluginHooks:
             logger.warning("running without plugins: %s", exc)
             return cls(None, problem=f"plugins unavailable: {type(exc).__name__}: {exc}")
 
-    def _caller(self, name: str) -> Any | None:
-        return getattr(self._hook, name, None) if self._hook is not None else None
-
     def step_helpers(self, job: RunJob) -> dict[str, Any]:
         """Every plugin's extra ``helpers`` names, merged (earlier plugins win on a clash)."""
-        caller = self._caller("scenariokit_step_helpers")
         merged: dict[str, Any] = {}
-        for extra in caller(job=job) if caller else []:
+        if self._hook is None:
+            return merged
+        for extra in self._hook.scenariokit_step_helpers(job=job):
             for name, value in (extra or {}).items():
                 merged.setdefault(name, value)
         return merged
 
     def snippet_sources(self) -> list[SnippetSource]:
         """Every plugin's snippet sources, asked after the store's snippets."""
-        caller = self._caller("scenariokit_snippet_sources")
         sources: list[SnippetSource] = []
-        for found in caller() if caller else []:
+        if self._hook is None:
+            return sources
+        for found in self._hook.scenariokit_snippet_sources():
             sources.extend(found or [])
         return sources
 
     def extract_token(self, storage_state: dict[str, Any]) -> str | None:
         """The session token a plugin (or the built-in rule, registered as a plugin) finds."""
-        caller = self._caller("scenariokit_extract_session_token")
-        if caller is None:
+        if self._hook is None:
             return None
-        token = caller(storage_state=storage_state)
+        token = self._hook.scenariokit_extract_session_token(storage_state=storage_state)
         return None if token is None else str(token)
 
     def browser_provider(self, job: RunJob) -> BrowserLauncher | None:
         """A plugin's own browser launcher for this job, or None for the built-in launch."""
-        caller = self._caller("scenariokit_browser_provider")
-        launcher: BrowserLauncher | None = caller(job=job) if caller else None
+        if self._hook is None:
+            return None
+        launcher: BrowserLauncher | None = self._hook.scenariokit_browser_provider(job=job)
         return launcher

@@ -18,6 +18,7 @@ from datetime import datetime
 
 import attrs
 
+from scenariokit.domain.authoring import AuthoringReply, PageState
 from scenariokit.domain.job import (
     LogEvent,
     RunEvent,
@@ -59,7 +60,43 @@ class Shutdown:
     """Close every browser and exit."""
 
 
-Command = StartRun | CancelRun | ReleaseSession | Shutdown
+@attrs.frozen
+class StartAuthoring:
+    """Hold a live authoring session: replay ``job``'s steps, then answer requests until shut down."""
+
+    job: RunJob
+    request: int
+
+
+@attrs.frozen
+class AuthoringExec:
+    """Execute one piece of step code in the live page (the step's limit applies)."""
+
+    request: int
+    step: StepJob
+    screenshot: bool = False
+
+
+@attrs.frozen
+class AuthoringLook:
+    """Answer the page's state now."""
+
+    request: int
+    screenshot: bool = False
+
+
+Command = StartRun | CancelRun | ReleaseSession | Shutdown | StartAuthoring | AuthoringExec | AuthoringLook
+
+
+def plain_ids(job: RunJob) -> RunJob:
+    """``job`` with plain ``uuid.UUID`` ids: a driver's own UUID type (asyncpg's) would come back in
+    reports, which the parent decodes allowing only the standard classes."""
+    return attrs.evolve(
+        job,
+        run_id=uuid.UUID(str(job.run_id)),
+        scenario_id=uuid.UUID(str(job.scenario_id)),
+        steps=tuple(attrs.evolve(step, id=uuid.UUID(str(step.id))) for step in job.steps),
+    )
 
 
 # --- worker → parent -----------------------------------------------------------------------------
@@ -80,7 +117,7 @@ class RunReport:
     event: RunEvent
 
 
-Report = WorkerReady | RunReport | SessionReleased
+Report = WorkerReady | RunReport | SessionReleased | AuthoringReply
 
 #: the largest report the parent reads (a saved session's storage state is the big one)
 MAX_REPORT_BYTES = 64 * 1024 * 1024
@@ -95,6 +132,8 @@ _REPORT_CLASSES = {
     ("scenariokit.domain.job", "SessionSaved"),
     ("scenariokit.domain.job", "RunFinished"),
     ("scenariokit.domain.job", "SessionReleased"),
+    ("scenariokit.domain.authoring", "AuthoringReply"),
+    ("scenariokit.domain.authoring", "PageState"),
     ("scenariokit.domain.model", "StepResult"),
     ("scenariokit.domain.model", "RunError"),
     ("scenariokit.domain.model", "RunErrorKind"),
@@ -127,13 +166,34 @@ def decode_report(data: bytes) -> Report:
         raise
     except Exception as exc:
         raise UnreadableReport(f"{type(exc).__name__}: {exc}") from None
-    if not isinstance(report, WorkerReady | RunReport | SessionReleased):
+    if not isinstance(report, WorkerReady | RunReport | SessionReleased | AuthoringReply):
         raise UnreadableReport(f"not a report: {type(report).__name__}")
     if isinstance(report, RunReport) and isinstance(report.event, LogEvent):
         event = report.event
         if not isinstance(event.message, str) or not isinstance(event.level, str):
             raise UnreadableReport("a log line must be text")
+    if isinstance(report, AuthoringReply) and not _well_formed(report):
+        raise UnreadableReport("an authoring reply must hold text where text belongs")
     return report
+
+
+def _well_formed(reply: AuthoringReply) -> bool:
+    """Whether a reply's fields have their types (step code can write to the pipe too)."""
+    page = reply.page
+    if not (page is None or isinstance(page, PageState)):
+        return False
+    if not (reply.error is None or isinstance(reply.error, RunError)):
+        return False
+    texts = () if page is None else (page.url, page.title, page.snapshot)
+    return (
+        isinstance(reply.request, int)
+        and isinstance(reply.ok, bool)
+        and all(text is None or isinstance(text, str) for text in texts)
+        and (page is None or page.screenshot is None or isinstance(page.screenshot, bytes))
+        and (reply.error is None or isinstance(reply.error.message, str))
+        and isinstance(reply.results, tuple)
+        and all(isinstance(result, StepResult) for result in reply.results)
+    )
 
 
 # --- outcomes ------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from scenariokit.domain.model import (
     skip_remaining,
     utcnow,
 )
+from scenariokit.runner.authoring_host import AuthoringHost
 from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.executor import WorkerPool
 from scenariokit.runner.sandbox import SandboxConfig, store_paths
@@ -134,6 +135,8 @@ class Scheduler:
         self._session_runs: dict[uuid.UUID, uuid.UUID] = {}  # session id -> run id
         self._no_browser: BrowserUnavailable | None = None
         self._claiming = False
+        #: the live authoring sessions held beside the runs (set by :meth:`start`)
+        self.authoring: AuthoringHost | None = None
 
     @property
     def lease_seconds(self) -> float:
@@ -152,6 +155,11 @@ class Scheduler:
         await self.services.runs.reap_expired()
         await self.services.runs.close_stale_sessions()
         self.services.set_control(self)
+        settings = self.services.context.settings
+        self.authoring = AuthoringHost(
+            self.pool, max_live=settings.authoring_max, idle_seconds=settings.authoring_idle_seconds
+        )
+        self.services.set_authoring(self.authoring)  # live sessions are held where step code runs
         self._loops = [
             asyncio.create_task(self._claim_loop(), name="scenariokit-claim"),
             asyncio.create_task(self._heartbeat_loop(), name="scenariokit-heartbeat"),
@@ -167,6 +175,10 @@ class Scheduler:
             task.cancel()
         await asyncio.gather(*self._loops, *self._tasks, return_exceptions=True)
         self._loops = []
+        if self.authoring is not None:
+            self.services.set_authoring(None)
+            await self.authoring.close()
+            self.authoring = None
         if self._no_browser is None:
             await self.pool.close()
 

@@ -29,6 +29,7 @@ from playwright.async_api import async_playwright
 
 from scenariokit.domain.job import RunEvent, RunJob, SessionReleased
 from scenariokit.domain.model import RunError, RunErrorKind, utcnow
+from scenariokit.runner.authoring import AuthoringLive
 from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.execution import (
     BROWSER_CALL_TIMEOUT_SECONDS,
@@ -40,12 +41,15 @@ from scenariokit.runner.execution import (
 from scenariokit.runner.plugin_hooks import PluginHooks
 from scenariokit.runner.processes import become_subreaper, process_tree
 from scenariokit.runner.protocol import (
+    AuthoringExec,
+    AuthoringLook,
     CancelRun,
     Command,
     ReleaseSession,
     Report,
     RunReport,
     Shutdown,
+    StartAuthoring,
     StartRun,
     WorkerReady,
     finished_run,
@@ -115,6 +119,8 @@ class Worker:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._inbox: asyncio.Queue[Command] = asyncio.Queue()
         self._took_run = False
+        #: the authoring session this worker holds instead of a run, if it was given one
+        self._authoring: AuthoringLive | None = None
 
     async def serve(self) -> None:
         """Start Playwright and the browser, say ready, and handle commands until :class:`Shutdown`."""
@@ -197,6 +203,26 @@ class Worker:
                 running.cancel()
         elif isinstance(command, ReleaseSession):
             self._spawn(self._release(command.run_id, "released"))
+        elif isinstance(command, StartAuthoring):
+            if self._took_run:  # an authoring session is this process's one job, as a run would be
+                logger.warning(
+                    "a worker holds one run or session only; session %s ignored", command.job.run_id
+                )
+                return
+            self._took_run = True
+            self._authoring = AuthoringLive(
+                command.job,
+                open_browser=self._take_browser,
+                ready_page=self._take_page,
+                hooks=self._hooks,
+                limits=self._options.limits,
+                send=self._send,
+            )
+            apply_limits(self._options.limits)
+            self._spawn(self._authoring.start(command.request))
+        elif isinstance(command, AuthoringExec | AuthoringLook):
+            if self._authoring is not None:
+                self._spawn(self._authoring.handle(command))
 
     # --- the run ---------------------------------------------------------------------------------
 
@@ -306,6 +332,8 @@ class Worker:
         running = [task for task in self._tasks if not task.done()]
         if running:
             await asyncio.wait(running, timeout=SHUTDOWN_STEP_SECONDS)
+        if self._authoring is not None:
+            await self._authoring.close()
         sessions = list(self._held.values())
         self._held.clear()  # the pool reports these released: closing them here reports nothing more
         for held, timer in sessions:

@@ -11,7 +11,8 @@ import pluggy
 
 from scenariokit.storage.ports import Store
 
-from .base import Context, NoRunControl, RunControl, RunSettings
+from .authoring import AuthoringService
+from .base import AuthoringControl, Context, NoAuthoring, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
 from .runs import RunService
 from .scenarios import ScenarioService
@@ -48,6 +49,7 @@ class Services:
         self.runs = RunService(self.context)
         self.schedules = ScheduleService(self.context)
         self.transfer = TransferService(self.context)
+        self.authoring = AuthoringService(self.context)
 
     @property
     def store(self) -> Store:
@@ -63,8 +65,14 @@ class Services:
         """Route run requests (queued, cancel, release) to an executor, e.g. the scheduler."""
         self.context.control = control
 
+    def set_authoring(self, authoring: AuthoringControl | None) -> None:
+        """Hold authoring sessions with ``authoring`` (the scheduler's host); None: none are held here."""
+        self.context.authoring = authoring if authoring is not None else NoAuthoring()
+
 
 __all__ = [
+    "AuthoringControl",
+    "AuthoringService",
     "Context",
     "ImportReport",
     "NoRunControl",

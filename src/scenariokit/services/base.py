@@ -10,7 +10,9 @@ import attrs
 import cattrs
 import pluggy
 
-from scenariokit.domain.errors import NotFound, ValidationError
+from scenariokit.domain.authoring import AuthoringRecord, AuthoringStarted, ExecOutcome, PageLook
+from scenariokit.domain.errors import AuthoringUnavailable, NotFound, ValidationError
+from scenariokit.domain.job import RunJob
 from scenariokit.formats.convert import make_converter
 from scenariokit.plugins import HookRelay
 from scenariokit.storage.ports import Store, UnitOfWork
@@ -52,6 +54,66 @@ class NoRunControl:
         return None
 
 
+class AuthoringControl(Protocol):
+    """What the authoring service asks of whoever holds live authoring sessions (the scheduler's host)."""
+
+    async def open(self, record: AuthoringRecord, job: RunJob) -> AuthoringStarted:
+        """Start a session's worker and replay ``job``'s steps; Conflict beyond the cap."""
+
+    async def exec(
+        self,
+        authoring_id: uuid.UUID,
+        code: str,
+        *,
+        title: str | None = None,
+        timeout_seconds: float | None = None,
+        screenshot: bool = False,
+    ) -> ExecOutcome:
+        """Execute code in the session's page."""
+
+    async def look(self, authoring_id: uuid.UUID, *, screenshot: bool = False) -> PageLook:
+        """The session's page now."""
+
+    def record(self, authoring_id: uuid.UUID) -> AuthoringRecord:
+        """What the session has done; NotFound (or AuthoringEnded) when it is not live."""
+
+    async def end(self, authoring_id: uuid.UUID) -> None:
+        """End the session."""
+
+
+_NO_AUTHORING = (
+    "authoring sessions are held where step code executes: this process runs no scheduler "
+    "(serve --no-scheduler); call a server that runs one"
+)
+
+
+class NoAuthoring:
+    """Authoring control of a process that executes no step code: every request says so (503)."""
+
+    async def open(self, record: AuthoringRecord, job: RunJob) -> AuthoringStarted:
+        raise AuthoringUnavailable(_NO_AUTHORING)
+
+    async def exec(
+        self,
+        authoring_id: uuid.UUID,
+        code: str,
+        *,
+        title: str | None = None,
+        timeout_seconds: float | None = None,
+        screenshot: bool = False,
+    ) -> ExecOutcome:
+        raise AuthoringUnavailable(_NO_AUTHORING)
+
+    async def look(self, authoring_id: uuid.UUID, *, screenshot: bool = False) -> PageLook:
+        raise AuthoringUnavailable(_NO_AUTHORING)
+
+    def record(self, authoring_id: uuid.UUID) -> AuthoringRecord:
+        raise AuthoringUnavailable(_NO_AUTHORING)
+
+    async def end(self, authoring_id: uuid.UUID) -> None:
+        raise AuthoringUnavailable(_NO_AUTHORING)
+
+
 @attrs.frozen
 class RunSettings:
     """How runs are executed and where their files go."""
@@ -60,6 +122,10 @@ class RunSettings:
     trace: Literal["off", "on-failure", "always"] = "off"
     lease_seconds: float = 15.0
     session_keepalive_seconds: float = 600.0
+    #: live authoring sessions at once (``SCENARIOKIT_AUTHORING_MAX``)
+    authoring_max: int = 2
+    #: an authoring session unused this long is closed (``SCENARIOKIT_AUTHORING_IDLE_SECONDS``)
+    authoring_idle_seconds: float = 600.0
 
 
 @attrs.define
@@ -70,6 +136,7 @@ class Context:
     plugins: pluggy.PluginManager
     settings: RunSettings = attrs.field(factory=RunSettings)
     control: RunControl = attrs.field(factory=NoRunControl)
+    authoring: AuthoringControl = attrs.field(factory=NoAuthoring)
     converter: cattrs.Converter = attrs.field(factory=make_converter)
 
     @property
