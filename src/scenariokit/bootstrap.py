@@ -13,6 +13,7 @@ from typing import Protocol
 
 import pluggy
 
+from scenariokit.runner.schedule_clock import ScheduleClock
 from scenariokit.runner.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
 from scenariokit.storage.opening import open_store
@@ -50,12 +51,15 @@ async def open_services(
 
 @contextlib.asynccontextmanager
 async def running_scheduler(services: Services, *, workers: int) -> AsyncIterator[Scheduler]:
-    """Start a scheduler with ``workers`` worker processes over the services; stop it afterwards."""
+    """Start a scheduler with ``workers`` worker processes and the schedule clock; stop both afterwards."""
     scheduler = Scheduler(services, workers=workers)
     await scheduler.start()
+    clock = ScheduleClock(services)
+    await clock.start()
     try:
         yield scheduler
     finally:
+        await clock.close()
         await scheduler.close()
 
 

@@ -38,8 +38,10 @@ from scenariokit.formats.inputs import (
     EnvironmentInput,
     LinkInput,
     Patch,
+    RunBatchInput,
     RunInput,
     ScenarioInput,
+    ScheduleInput,
     SnippetInput,
     StepInput,
     StepOrderInput,
@@ -75,7 +77,8 @@ JSON_COMMANDS: dict[str, dict[str, tuple[Any, str]]] = {
     "environments": _catalog(EnvironmentInput, "environment"),
     "credentials": _catalog(CredentialInput, "credential"),
     "snippets": _catalog(SnippetInput, "snippet"),
-    "runs": {"create": (RunInput, "run")},
+    "runs": {"create": (RunInput, "run"), "create_batch": (RunBatchInput, "run")},
+    "schedules": _catalog(ScheduleInput, "schedule"),
     "authoring": {
         "start": (AuthoringStartInput, "authoring session"),
         "exec": (AuthoringExecInput, "exec"),
@@ -138,6 +141,7 @@ class Kit:
         self.snippets: JsonDoor = door(services.snippets, commands=JSON_COMMANDS["snippets"])
         self.sessions = services.sessions
         self.runs: JsonDoor = door(services.runs, commands=JSON_COMMANDS["runs"])
+        self.schedules: JsonDoor = door(services.schedules, commands=JSON_COMMANDS["schedules"])
         self.transfer = services.transfer
         #: live authoring sessions (docs/authoring.md); held once :meth:`start_runner` has run
         self.authoring: JsonDoor = door(services.authoring, commands=JSON_COMMANDS["authoring"])

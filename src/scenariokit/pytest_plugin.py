@@ -228,6 +228,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         runner.close()
 
 
+#: the user property a scenario that passed only after a failed attempt carries
+FLAKY_PROPERTY = "scenariokit_flaky"
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    """A scenario that passed only after a failed attempt is reported ``flaky`` (Playwright's word)."""
+    if report.when == "call" and report.passed and (FLAKY_PROPERTY, True) in report.user_properties:
+        return "flaky", "K", ("FLAKY", {"yellow": True})
+    return None
+
+
 # --- collecting scenario files ----------------------------------------------------------------
 
 
@@ -309,6 +320,8 @@ class ScenarioItem(pytest.Item):
             self.user_properties.append(("screenshot", str(outcome.screenshot)))
         if outcome.trace is not None:
             self.user_properties.append(("trace", str(outcome.trace)))
+        if outcome.flaky:
+            self.user_properties.append((FLAKY_PROPERTY, True))
         if outcome.log:
             self.add_report_section("call", "scenariokit log", "\n".join(outcome.log))
         if not outcome.passed:

@@ -24,18 +24,20 @@ from pydantic import Field, WithJsonSchema
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.model import Run, camel
 from scenariokit.formats import presenters as shape
-from scenariokit.formats.convert import structure_input
+from scenariokit.formats.convert import structure_input, structure_run_request
 from scenariokit.formats.inputs import (
     AuthoringExecInput,
     AuthoringSaveInput,
     AuthoringStartInput,
     EnvironmentInput,
     Patch,
+    RunBatchInput,
     RunInput,
     ScenarioInput,
+    ScheduleInput,
     StepInput,
 )
-from scenariokit.formats.queries import EnvironmentQuery, LogQuery, ScenarioQuery
+from scenariokit.formats.queries import EnvironmentQuery, LogQuery, ScenarioQuery, ScheduleQuery
 from scenariokit.services import Services
 from scenariokit_server.openapi import list_params, log_params
 from scenariokit_server.schemas import json_schema_of
@@ -74,6 +76,10 @@ StepId = Annotated[
 EnvironmentId = Annotated[
     str, Field(description="The environment's id, a UUID (from list_environments).", json_schema_extra=_UUID)
 ]
+ScheduleId = Annotated[
+    str, Field(description="The schedule's id, a UUID (from list_schedules).", json_schema_extra=_UUID)
+]
+_SCHEDULE_FIELDS = ("scenarioId", "environmentIds", "cron", "intervalSeconds", "timezone", "enabled")
 RunId = Annotated[
     str, Field(description="The run's id, a UUID (from run_scenario).", json_schema_extra=_UUID)
 ]
@@ -244,6 +250,36 @@ class ToolQuery:
         return self.parse(query_params(**{name: arguments.get(name) for name in self.names}))
 
 
+@attrs.frozen
+class RunRequest(ToolInput):
+    """A run request's body: :class:`RunInput`'s fields, or :class:`RunBatchInput`'s ``environmentIds``
+    instead of ``environmentId`` (a batch), told apart as REST tells them (``structure_run_request``)."""
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The arguments it consumes: ``environmentIds`` too."""
+        return frozenset({*self.fields, "environmentIds"})
+
+    def parameters(self) -> list[inspect.Parameter]:
+        """RunInput's parameters with ``environmentId`` optional, and ``environmentIds`` as OpenAPI has it."""
+        found = [
+            param.replace(default=None) if param.name == "environmentId" else param
+            for param in super().parameters()
+        ]
+        batch = json_schema_of(RunBatchInput)["properties"]["environmentIds"]
+        annotation = Annotated[Any, WithJsonSchema(batch)]
+        found.append(
+            inspect.Parameter(
+                "environmentIds", inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=None
+            )
+        )
+        return found
+
+    def value(self, converter: cattrs.Converter, arguments: JSON) -> Any:
+        """A :class:`RunInput`, or a :class:`RunBatchInput` when ``environmentIds`` is given."""
+        return structure_run_request(converter, given(**{name: arguments.get(name) for name in self.names}))
+
+
 def takes(
     cls: type, what: str, fields: tuple[str, ...], *, patch: bool = False, clear: tuple[str, ...] = ()
 ) -> Callable[[F], F]:
@@ -320,7 +356,11 @@ class ScenarioKitTools:
         scenario = await services.scenarios.get(parse_id(scenarioId, "scenarioId"))
         return Answer(shape.scenario_json(services.converter, scenario))
 
-    @takes(ScenarioInput, "scenario", ("name", "description", "environmentId", "timeoutSeconds", "steps"))
+    @takes(
+        ScenarioInput,
+        "scenario",
+        ("name", "description", "environmentId", "timeoutSeconds", "retries", "steps"),
+    )
     async def create_scenario(self, command: ScenarioInput) -> Answer:
         """Create a scenario, with its steps when given. Returns the scenario with its id and step ids."""
         services = self._services()
@@ -330,7 +370,7 @@ class ScenarioKitTools:
     @takes(
         ScenarioInput,
         "scenario",
-        ("name", "description", "environmentId", "timeoutSeconds"),
+        ("name", "description", "environmentId", "timeoutSeconds", "retries"),
         patch=True,
         clear=("description", "environmentId", "timeoutSeconds"),
     )
@@ -405,17 +445,24 @@ class ScenarioKitTools:
         environment = await services.environments.update(parse_id(environmentId, "environmentId"), command)
         return Answer(shape.environment_json(services.converter, environment))
 
-    @takes(RunInput, "run", ("scenarioId", "environmentId", "saveSession"))
+    @_marked(RunRequest(RunInput, "run", ("scenarioId", "environmentId", "saveSession")))
     async def run_scenario(
-        self, command: RunInput, wait: Wait = False, waitSeconds: WaitSeconds = DEFAULT_WAIT_SECONDS
+        self,
+        command: RunInput | RunBatchInput,
+        wait: Wait = False,
+        waitSeconds: WaitSeconds = DEFAULT_WAIT_SECONDS,
     ) -> Answer:
         """Run a scenario in a fresh Chromium against an environment; the run starts `in_progress`.
 
         Running executes the steps' code (Python) in a sandboxed worker process: only run code you trust.
 
         With `wait` the call returns once the run is `pass` or `fail`, with step results, error and log.
+        With `environmentIds` instead of `environmentId`, one run per environment is queued as a batch:
+        the answer is `{batchId, runs}` (with `wait`, once every run has ended).
         """
         services = self._services()
+        if isinstance(command, RunBatchInput):
+            return await self._run_batch(services, command, wait, waitSeconds)
         run = await services.runs.create(command)
         if wait:
             detail = await services.runs.wait(run.id, waitSeconds, poll_seconds=WAIT_POLL_SECONDS)
@@ -432,6 +479,20 @@ class ScenarioKitTools:
             return Answer(data, (note,))
         return Answer(data)
 
+    @staticmethod
+    async def _run_batch(services: Services, command: RunBatchInput, wait: bool, seconds: float) -> Answer:
+        batch = await services.runs.create_batch(command)
+        if wait:
+            batch = await services.runs.wait_batch(batch, seconds, poll_seconds=WAIT_POLL_SECONDS)
+        data = shape.batch_json(services.converter, batch.batch_id, batch.runs)
+        if wait and not all(detail.run.finished for detail in batch.runs):
+            note = (
+                f"Some runs are still in_progress after waiting {seconds:g} s; call get_run with each "
+                "runId to follow them."
+            )
+            return Answer(data, (note,))
+        return Answer(data)
+
     @lists(log_params(), LogQuery.from_params)
     async def get_run(self, runId: RunId, query: LogQuery) -> Answer:
         """Read a run: status, error, step results, environment, saved session, and a page of its log."""
@@ -440,6 +501,41 @@ class ScenarioKitTools:
         return Answer(
             shape.run_detail_json(services.converter, detail, trace_viewer_url=self._trace_link(detail.run))
         )
+
+    # --- schedules ------------------------------------------------------------------------------
+
+    @lists(list_params(ScheduleQuery), ScheduleQuery.from_params)
+    async def list_schedules(self, query: ScheduleQuery) -> Answer:
+        """List schedules, newest first, with when each fires next: {items, total, page, limit}."""
+        services = self._services()
+        found = await services.schedules.list(query)
+        return Answer(shape.page_json(found, lambda item: shape.schedule_json(services.converter, item)))
+
+    @takes(ScheduleInput, "schedule", _SCHEDULE_FIELDS)
+    async def create_schedule(self, command: ScheduleInput) -> Answer:
+        """Schedule a scenario on `cron` or `intervalSeconds`: each fire queues a run per environment.
+
+        Each run executes the steps' code, as run_scenario does: only schedule code you trust.
+        """
+        services = self._services()
+        schedule = await services.schedules.create(command)
+        return Answer(shape.schedule_json(services.converter, schedule))
+
+    @takes(ScheduleInput, "schedule", _SCHEDULE_FIELDS, patch=True, clear=("cron", "intervalSeconds"))
+    async def update_schedule(self, scheduleId: ScheduleId, command: Patch[ScheduleInput]) -> Answer:
+        """Change some fields of a schedule; `enabled: false` pauses it and `true` resumes it.
+
+        To switch between `cron` and `intervalSeconds`, give the new one and clear the other.
+        """
+        services = self._services()
+        schedule = await services.schedules.update(parse_id(scheduleId, "scheduleId"), command)
+        return Answer(shape.schedule_json(services.converter, schedule))
+
+    async def delete_schedule(self, scheduleId: ScheduleId) -> Answer:
+        """Delete a schedule; the runs it queued stay."""
+        ident = parse_id(scheduleId, "scheduleId")
+        await self._services().schedules.delete(ident)
+        return Answer({"id": str(ident), "deleted": True})
 
     # --- agent authoring (docs/authoring.md) -------------------------------------------------------
 

@@ -22,7 +22,7 @@ from aiohttp_apispec import AiohttpApiSpec, docs
 from apispec import APISpec
 from marshmallow import Schema
 
-from scenariokit.formats.queries import DEFAULT_LIMIT, MAX_LIMIT, MAX_PAGE, ListQuery, RunQuery
+from scenariokit.formats.queries import DEFAULT_LIMIT, MAX_LIMIT, MAX_PAGE, ListQuery, RunQuery, ScheduleQuery
 from scenariokit_server import schemas
 from scenariokit_server.settings import Settings
 
@@ -52,6 +52,7 @@ TAGS = (
     {"name": "snippets", "description": "Reusable code called with runSnippet"},
     {"name": "sessions", "description": "Browser sessions saved by runs"},
     {"name": "runs", "description": "Queue, read and cancel runs; fetch their files"},
+    {"name": "schedules", "description": "Runs queued on a cron or an interval"},
     {"name": "transfer", "description": "YAML export and import"},
     {"name": "authoring", "description": "Live authoring sessions: explore a site, keep what worked"},
     {"name": "health", "description": "Liveness of the service and its dependencies"},
@@ -165,6 +166,19 @@ def list_params(query: type[ListQuery], *, exclude: Iterable[str] = ()) -> list[
         )
         params.append(
             query_param("scenarioId", {"type": "string", "format": "uuid"}, "runs of this scenario")
+        )
+        params.append(
+            query_param(
+                "batchId", {"type": "string", "format": "uuid"}, "runs queued together by one request"
+            )
+        )
+    elif issubclass(query, ScheduleQuery):
+        params.append(
+            query_param(
+                "scenarioId",
+                {"type": "string", "format": "uuid"},
+                "schedules of this scenario (its id, a UUID)",
+            )
         )
     else:
         params.append(

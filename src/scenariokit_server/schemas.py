@@ -27,6 +27,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from marshmallow import Schema, fields, validate
 
 from scenariokit.domain import model
+from scenariokit.domain import schedule as schedule_model
 from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
 from scenariokit.formats import inputs
 
@@ -39,6 +40,10 @@ _VALIDATORS: dict[Callable[..., Any], tuple[validate.Validator, dict[str, Any]]]
     ),
     model.valid_order: (validate.Range(min=1), {}),
     model.valid_alias: (validate.Regexp(model.ALIAS_PATTERN.pattern), {}),
+    model.valid_retry_count: (validate.Range(min=0, max=model.MAX_RETRIES), {}),
+    model.valid_backoff_seconds: (validate.Range(min=0, max=model.MAX_BACKOFF_SECONDS), {}),
+    inputs.valid_environment_ids: (validate.Length(min=1, max=inputs.MAX_BATCH_ENVIRONMENTS), {}),
+    schedule_model.valid_interval: (validate.Range(min=1, max=schedule_model.MAX_INTERVAL_SECONDS), {}),
     inputs.at_least_zero: (validate.Range(min=0), {}),
     inputs.optional_name: (validate.Length(min=1, max=model.NAME_MAX), {}),
     inputs.short_code: (validate.Length(max=MAX_EXEC_CODE_CHARS), {}),
@@ -148,8 +153,11 @@ def page_of(item: type[Schema], name: str) -> type[Schema]:
 
 Step = schema_of(model.Step, response=True)
 CredentialLink = schema_of(model.CredentialLink, response=True)
+Retries = schema_of(model.Retries, response=True)
 Scenario = schema_of(
-    model.Scenario, response=True, nested={model.Step: Step, model.CredentialLink: CredentialLink}
+    model.Scenario,
+    response=True,
+    nested={model.Step: Step, model.CredentialLink: CredentialLink, model.Retries: Retries},
 )
 Environment = schema_of(model.Environment, response=True)
 Credential = schema_of(
@@ -175,6 +183,9 @@ Session = schema_of(
 )
 RunError = schema_of(model.RunError, response=True)
 StepResult = schema_of(model.StepResult, response=True)
+RunAttempt = schema_of(
+    model.RunAttempt, response=True, nested={model.RunError: RunError, model.StepResult: StepResult}
+)
 StepTiming = schema_of(model.StepTiming, response=True)
 RunTimings = schema_of(model.RunTimings, response=True, nested={model.StepTiming: StepTiming})
 ScenarioRef = Schema.from_dict(
@@ -211,7 +222,7 @@ Run = schema_of(
     response=True,
     exclude=("scenario_name", "source_session_id", "timings"),
     extra=_RUN_VIEW_FIELDS,
-    nested={model.RunError: RunError, model.StepResult: StepResult},
+    nested={model.RunError: RunError, model.StepResult: StepResult, model.RunAttempt: RunAttempt},
 )
 RunDetail = schema_of(
     model.Run,
@@ -241,8 +252,59 @@ RunDetail = schema_of(
             },
         ),
     },
-    nested={model.RunError: RunError, model.StepResult: StepResult, model.RunTimings: RunTimings},
+    nested={
+        model.RunError: RunError,
+        model.StepResult: StepResult,
+        model.RunTimings: RunTimings,
+        model.RunAttempt: RunAttempt,
+    },
 )
+RunBatch = Schema.from_dict(
+    {
+        "batchId": fields.UUID(
+            required=True, metadata={"description": "lists them: GET /api/v1/run?batchId="}
+        ),
+        "runs": fields.List(fields.Nested(Run), required=True),
+    },
+    name="RunBatchSchema",
+)
+LastFailure = schema_of(model.LastFailure, response=True)
+
+
+def _rate(description: str) -> fields.Float:
+    return fields.Float(
+        required=True,
+        allow_none=True,
+        validate=validate.Range(min=0, max=1),
+        metadata={"description": description},
+    )
+
+
+RunStats = Schema.from_dict(
+    {
+        "runs": fields.Integer(required=True, metadata={"description": "finished runs in the window"}),
+        "passed": fields.Integer(required=True),
+        "failed": fields.Integer(required=True),
+        "flaky": fields.Integer(required=True, metadata={"description": "passed after a failed attempt"}),
+        "passRate": _rate("passed / runs; null without runs"),
+        "flakyRate": _rate("flaky / runs; null without runs"),
+        "durationMs": fields.Nested(
+            Schema.from_dict(
+                {
+                    "p50": fields.Integer(required=True, allow_none=True),
+                    "p95": fields.Integer(required=True, allow_none=True),
+                },
+                name="DurationPercentilesSchema",
+            ),
+            required=True,
+            metadata={"description": "nearest-rank percentiles of run durations; null without runs"},
+        ),
+        "lastFailure": fields.Nested(LastFailure, required=True, allow_none=True),
+    },
+    name="RunStatsSchema",
+)
+Schedule = schema_of(schedule_model.Schedule, response=True)
+SchedulePage = page_of(Schedule, "SchedulePage")
 ScenarioPage = page_of(Scenario, "ScenarioPage")
 EnvironmentPage = page_of(Environment, "EnvironmentPage")
 CredentialPage = page_of(Credential, "CredentialPage")
@@ -372,8 +434,10 @@ AuthoringExec = Schema.from_dict(
 
 StepInput = schema_of(inputs.StepInput)
 LinkInput = schema_of(inputs.LinkInput)
+RetriesInput = schema_of(model.Retries, name="RetriesInput")
 ScenarioInput = schema_of(
-    inputs.ScenarioInput, nested={inputs.StepInput: StepInput, inputs.LinkInput: LinkInput}
+    inputs.ScenarioInput,
+    nested={inputs.StepInput: StepInput, inputs.LinkInput: LinkInput, model.Retries: RetriesInput},
 )
 StepOrderInput = schema_of(inputs.StepOrderInput)
 EnvironmentInput = schema_of(inputs.EnvironmentInput)
@@ -424,6 +488,8 @@ RunInput = schema_of(
     },
 )
 
+RunBatchInput = schema_of(inputs.RunBatchInput)
+ScheduleInput = schema_of(inputs.ScheduleInput)
 AuthoringStartInput = schema_of(inputs.AuthoringStartInput, nested={inputs.LinkInput: LinkInput})
 AuthoringExecInput = schema_of(inputs.AuthoringExecInput)
 AuthoringSaveInput = schema_of(inputs.AuthoringSaveInput)
@@ -438,6 +504,8 @@ REQUESTS: dict[type, type[Schema]] = {
     inputs.CredentialInput: CredentialInput,
     inputs.SnippetInput: SnippetInput,
     inputs.RunInput: RunCommand,
+    inputs.RunBatchInput: RunBatchInput,
+    inputs.ScheduleInput: ScheduleInput,
     inputs.AuthoringStartInput: AuthoringStartInput,
     inputs.AuthoringExecInput: AuthoringExecInput,
     inputs.AuthoringSaveInput: AuthoringSaveInput,
@@ -469,6 +537,9 @@ def _as_json_schema(node: Any, components: Mapping[str, Any]) -> Any:
     if "$ref" in node:
         return _as_json_schema(components[node["$ref"].rsplit("/", 1)[-1]], components)
     out = {key: _as_json_schema(value, components) for key, value in node.items()}
+    if len(out.get("allOf", ())) == 1:  # a nested object with a description of its own: said in place
+        (inner,) = out.pop("allOf")
+        out = {**inner, **out}
     if out.pop("exclusiveMinimum", False) is True:
         out["exclusiveMinimum"] = out.pop("minimum")
     if out.pop("nullable", False) and "type" in out:

@@ -35,7 +35,7 @@ async def test_the_official_client_without_the_token_is_refused_with_401(
 
 async def test_the_official_client_with_the_token_works(guarded: Served) -> None:
     async with connect(guarded.mcp_url, token=TOKEN) as mcp:
-        assert len((await mcp.list_tools()).tools) == 18  # 13 + the 5 authoring tools
+        assert len((await mcp.list_tools()).tools) == 22  # 13 + 5 authoring + 4 schedule tools
         created = await call(mcp, "create_scenario", name="guarded")
         assert (await call(mcp, "get_scenario", scenarioId=created["id"]))["name"] == "guarded"
 

@@ -25,8 +25,12 @@ REQUIRED = {
     "list_environments": set(),
     "create_environment": {"name"},
     "update_environment": {"environmentId"},
-    "run_scenario": {"scenarioId", "environmentId"},
+    "run_scenario": {"scenarioId"},  # and environmentId, or environmentIds for a batch
     "get_run": {"runId"},
+    "list_schedules": set(),
+    "create_schedule": {"scenarioId", "environmentIds"},
+    "update_schedule": {"scheduleId"},
+    "delete_schedule": {"scheduleId"},
     "authoring_start": {"environmentId"},
     "authoring_exec": {"authoringId", "code"},
     "authoring_snapshot": {"authoringId"},

@@ -22,6 +22,7 @@ COMPONENTS = {
     inputs.StepInput: "StepInput",
     inputs.EnvironmentInput: "EnvironmentInput",
     inputs.RunInput: "RunInput",
+    inputs.ScheduleInput: "ScheduleInput",
     inputs.AuthoringStartInput: "AuthoringStartInput",
     inputs.AuthoringExecInput: "AuthoringExecInput",
     inputs.AuthoringSaveInput: "AuthoringSaveInput",
@@ -33,6 +34,7 @@ LIST_OPERATIONS = {
     "list_scenarios": "/api/v1/scenarios",
     "list_environments": "/api/v1/environments",
     "get_run": "/api/v1/run/{id}",
+    "list_schedules": "/api/v1/schedules",
 }
 
 
@@ -63,13 +65,16 @@ def _resolved(node: Any, components: dict[str, Any]) -> Any:
 def _as_json_schema(prop: dict[str, Any]) -> dict[str, Any]:
     """An OpenAPI 3.0 property said the JSON Schema way (as MCP does): nullable, exclusiveMinimum."""
     out = dict(prop)
+    if len(out.get("allOf", ())) == 1:  # a nested object (a scenario's retries), said in place
+        (inner,) = out.pop("allOf")
+        out = {**inner, **out}
     if out.pop("exclusiveMinimum", False) is True:
         out["exclusiveMinimum"] = out.pop("minimum")
     if out.pop("nullable", False):
         out["type"] = [out["type"], "null"]
     if "items" in out and "properties" in out["items"]:  # a list of objects (a list of numbers has none)
         items = dict(out["items"])
-        items["properties"] = {k: _as_json_schema(v) for k, v in items.get("properties", {}).items()}
+        items["properties"] = {k: _as_json_schema(v) for k, v in items["properties"].items()}
         out["items"] = items
     return out
 
@@ -91,6 +96,8 @@ def test_every_tool_that_takes_a_body_is_compared() -> None:
         "create_environment",
         "update_environment",
         "run_scenario",
+        "create_schedule",
+        "update_schedule",
         "authoring_start",
         "authoring_exec",
         "authoring_save",
@@ -143,7 +150,11 @@ async def test_a_tool_states_the_bounds_required_fields_and_descriptions_openapi
         elif spec.cls is inputs.RunInput:
             # REST also takes the run's `scenario` alias, so there scenarioId is required unless it is given.
             assert set(component["required"]) == {"environmentId"}
-            assert body_required == {"scenarioId", "environmentId"}
+            # run_scenario takes environmentIds (a batch, docs/monitoring.md) instead of environmentId.
+            assert body_required == {"scenarioId"}
+            batch = _resolved(components["RunBatchInput"], components)["properties"]["environmentIds"]
+            for word in BOUNDS:
+                assert schema["properties"]["environmentIds"].get(word) == batch.get(word), word
             assert "Required unless `scenario`" in component["properties"]["scenarioId"]["description"]
         else:
             assert body_required == set(component.get("required", ())) & set(spec.fields), name

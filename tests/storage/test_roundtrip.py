@@ -14,10 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scenariokit.domain.model import (
+    Backoff,
     Credential,
     CredentialLink,
     Environment,
+    Retries,
     Run,
+    RunAttempt,
     RunError,
     RunErrorKind,
     RunLogEntry,
@@ -233,6 +236,7 @@ async def test_every_field_of_every_aggregate_survives_the_store(store: SqlStore
         timeout_seconds=60,
         credentials=(CredentialLink(credential_id=credential.id, alias="admin"),),
         steps=(step,),
+        retries=Retries(count=2, backoff=Backoff.EXPONENTIAL, backoff_seconds=1.5),
         **stamps,
     )
     session = Session(
@@ -279,6 +283,19 @@ async def test_every_field_of_every_aggregate_survives_the_store(store: SqlStore
         started_at=when,
         finished_at=later,
         timings=timings,
+        attempts=(
+            RunAttempt(
+                attempt=1,
+                status=RunStatus.FAIL,
+                error=RunError(kind=RunErrorKind.TIMEOUT, message="slow", step_id=step.id),
+                step_results=(result,),
+                started_at=when,
+                finished_at=later,
+            ),
+        ),
+        flaky=True,
+        batch_id=uuid.uuid4(),
+        schedule_id=uuid.uuid4(),
     )
     entry = RunLogEntry(run_id=run.id, message="hello", level="warning", step_id=step.id, at=later, seq=1)
     for value in (environment, credential, snippet, scenario, session, run, entry):

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import attrs
 import pytest
 import pytest_asyncio
 import scenariokit_webhooks
@@ -21,6 +22,9 @@ from aiohttp import web
 
 import scenariokit
 from scenariokit import Run, RunError, RunErrorKind, RunStatus, Scenario, Step, StepResult, StepStatus
+from scenariokit.domain.job import RunFinished
+from scenariokit.domain.model import RunStreak
+from scenariokit.formats.inputs import RunInput
 
 SECRET = "webhook-test-secret"
 #: ``configure(url, timeout=..., attempts=..., backoff=...)`` sets the plugin's variables
@@ -117,7 +121,7 @@ async def test_hook_run_finished_posts_a_signed_summary_without_blocking(
     run, scenario = finished_run()
     hook = scenariokit.get_plugin_manager().hook  # the plugin comes in through its entry point
 
-    hook.scenariokit_run_finished(run=run, scenario=scenario)
+    hook.scenariokit_run_finished(run=run, scenario=scenario, streak=RunStreak(failures=1))
     delivering = [t for t in threading.enumerate() if t.name == f"scenariokit-webhook-{run.id}"]
     assert delivering and delivering[0].is_alive(), "the hook must return while delivery goes on"
 
@@ -142,7 +146,7 @@ async def test_a_500_is_retried_with_the_same_body_and_delivery_id(
     configure(receiver.url)
     receiver.plan = [(500, 0.0), (200, 0.0)]
 
-    scenariokit_webhooks.scenariokit_run_finished(*finished_run())
+    scenariokit_webhooks.scenariokit_run_finished(*finished_run(), RunStreak(failures=1))
 
     await receiver.wait_for(2)
     (first_headers, first_body), (second_headers, second_body) = receiver.requests
@@ -201,3 +205,56 @@ async def test_a_real_run_reports_to_the_receiver(
     summary = json.loads(receiver.requests[0][1])
     assert summary["run"]["id"] == str(result.run.id) and summary["run"]["status"] == "pass"
     assert summary["scenario"]["name"] == "says hi"
+
+
+def test_a_state_change_is_told_once_per_change_with_a_failure_threshold() -> None:
+    run, _ = finished_run()
+    passed = attrs.evolve(run, status=RunStatus.PASS, error=None)
+    statuses = ["fail", "fail", "fail", "pass", "pass", "fail", "fail", "fail", "pass"]
+    events = []
+    streak = RunStreak()
+    for status in statuses:
+        failed = status == "fail"
+        streak = RunStreak(failures=streak.failures + 1 if failed else 0, failures_before=streak.failures)
+        events.append(scenariokit_webhooks.state_change(run if failed else passed, streak, failures=2))
+    assert events == [
+        None,
+        "check.failing",
+        None,
+        "check.recovered",
+        None,
+        None,
+        "check.failing",
+        None,
+        "check.recovered",
+    ]
+
+
+async def test_changes_alerts_send_failing_once_and_recovered_once_from_the_stored_streak(
+    receiver: Receiver, configure: Configure, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure(receiver.url)
+    monkeypatch.setenv("SCENARIOKIT_WEBHOOK_ALERTS", "changes")
+    monkeypatch.setenv("SCENARIOKIT_WEBHOOK_FAILURES", "2")
+    outcomes = ["fail", "fail", "fail", "fail", "pass", "pass", "fail"]
+    async with scenariokit.open_kit(f"sqlite:///{tmp_path}/kit.db", artifacts_dir=tmp_path / "a") as kit:
+        env = await kit.environments.create({"name": "site", "data": {"url": receiver.url}})
+        scenario = await kit.scenarios.create({"name": "checkout"})
+        finished = []
+        for status in outcomes:  # as a scheduled check's fires would end, one after the other
+            run = await kit.services.runs.create(RunInput(scenario_id=scenario.id, environment_id=env.id))
+            now = datetime.now(UTC)
+            error = RunError(kind=RunErrorKind.ASSERTION, message="down") if status == "fail" else None
+            outcome = RunFinished(
+                status=status, error=error, step_results=(), started_at=now, finished_at=now
+            )
+            finished.append(await kit.services.runs.finish(run.id, outcome))
+    await receiver.wait_for(2)
+    await asyncio.sleep(0.5)  # nothing more comes
+    events = [(headers["X-Scenariokit-Event"], json.loads(body)) for headers, body in receiver.requests]
+    assert [(event, body["run"]["id"]) for event, body in events] == [
+        ("check.failing", str(finished[1].id)),
+        ("check.recovered", str(finished[4].id)),
+    ]
+    assert events[0][1]["streak"] == {"consecutiveFailures": 2, "failuresBefore": 1}
+    assert events[1][1]["streak"] == {"consecutiveFailures": 0, "failuresBefore": 4}

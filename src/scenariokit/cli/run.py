@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import attrs
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -61,6 +62,7 @@ examples:
   scenariokit run checkout.scenario.yaml                        # the file's own environment
   scenariokit run checks/*.scenario.yaml --env staging           # by name, from '# environments'
   scenariokit run checkout.scenario.yaml --env local.env.yaml    # an environment file
+  scenariokit run checks/*.scenario.yaml --env staging --env prod # each scenario against both
   scenariokit run checks/*.yaml --workers 4 --junit-xml report.xml --artifacts run-files/
   scenariokit run checks/*.yaml --html report/                   # then open report/index.html
   scenariokit run checkout.scenario.yaml login.snippet.yaml      # with the snippets of a snippet export
@@ -87,7 +89,11 @@ def add_run_command(commands: Any) -> None:
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="scenario YAML files (and snippet exports)")
     parser.add_argument(
-        "--env", metavar="NAME|FILE", help="environment name, or a YAML file with one environment"
+        "--env",
+        action="append",
+        metavar="NAME|FILE",
+        help="environment name, or a YAML file with one environment; more than once: each scenario "
+        "runs against each environment, a row per pair",
     )
     parser.add_argument(
         "--workers", type=_positive, metavar="N", help="scenarios at once, one browser each (default: cores)"
@@ -121,7 +127,7 @@ def cmd_run(args: argparse.Namespace, *, console: Console | None = None) -> int:
         if not any(source.scenarios for source in files):
             raise ScenarioFileError(f"no scenarios in {', '.join(args.files)}")
         began = time.monotonic()
-        outcomes = asyncio.run(_run_files(files, args.env, settings, console))
+        outcomes = asyncio.run(_run_files(files, args.env or [None], settings, console))
     except (ScenarioFileError, SettingsError) as exc:
         errors.print(f"scenariokit run: {escape(str(exc))}", soft_wrap=True)
         return EXIT_USAGE
@@ -138,15 +144,17 @@ def cmd_run(args: argparse.Namespace, *, console: Console | None = None) -> int:
 
 
 async def _run_files(
-    files: Sequence[ScenarioFile], env: EnvChoice, settings: Settings, console: Console
+    files: Sequence[ScenarioFile], envs: Sequence[EnvChoice], settings: Settings, console: Console
 ) -> list[ScenarioOutcome]:
-    count = sum(len(source.scenarios) for source in files)
+    """Run every scenario of ``files`` against each of ``envs`` (``[None]``: each scenario's own)."""
+    count = sum(len(source.scenarios) for source in files) * len(envs)
     async with open_local_runner(
         workers=min(settings.workers, count), artifacts_dir=settings.artifacts_dir, trace=settings.trace
     ) as runner:
         loaded = [await runner.load(source) for source in files]
         plan = [
-            (item, entry, await runner.environment_for(item, entry, env))
+            (item, entry, await runner.environment_for(item, entry, env), _env_label(env, len(envs)))
+            for env in envs
             for item in loaded
             for entry in item.source.scenarios
         ]
@@ -154,15 +162,21 @@ async def _run_files(
         with display:
 
             async def one(
-                index: int, item: LoadedFile, entry: ScenarioEntry, ident: uuid.UUID
+                index: int, item: LoadedFile, entry: ScenarioEntry, ident: uuid.UUID, label: str | None
             ) -> ScenarioOutcome:
                 outcome = await runner.run(
                     item, entry, environment_id=ident, on_progress=lambda run: display.progress(index, run)
                 )
+                outcome = attrs.evolve(outcome, env_choice=label)
                 display.finished(index, outcome)
                 return outcome
 
             return list(await asyncio.gather(*(one(i, *planned) for i, planned in enumerate(plan))))
+
+
+def _env_label(env: EnvChoice, count: int) -> str | None:
+    """How a report names an environment of the command line: only when there are several."""
+    return None if count < 2 or env is None else str(env)
 
 
 # --- progress ---------------------------------------------------------------------------------
@@ -195,7 +209,9 @@ def _status(run: Run, steps: int) -> tuple[int, str]:
 class LiveDisplay:
     """Live bars on a terminal: one per scenario (its steps) and one overall (scenarios finished)."""
 
-    def __init__(self, console: Console, plan: Sequence[tuple[LoadedFile, ScenarioEntry, uuid.UUID]]) -> None:
+    def __init__(
+        self, console: Console, plan: Sequence[tuple[LoadedFile, ScenarioEntry, uuid.UUID, str | None]]
+    ) -> None:
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -208,8 +224,9 @@ class LiveDisplay:
         self._overall = self._progress.add_task("[bold]all scenarios[/]", total=len(plan), status="")
         self._tasks: list[TaskID] = []
         self._steps: list[int] = []
-        for item, entry, _ in plan:
-            label = f"{escape(entry.name)} [dim]({escape(item.source.path.name)})[/]"
+        for item, entry, _, env in plan:
+            where = f" [{env}]" if env is not None else ""
+            label = f"{escape(entry.name + where)} [dim]({escape(item.source.path.name)})[/]"
             steps = max(entry.steps, 1)
             self._tasks.append(self._progress.add_task(label, total=steps, status="[dim]queued[/]"))
             self._steps.append(steps)
@@ -226,7 +243,10 @@ class LiveDisplay:
         self._progress.update(self._tasks[index], completed=done, status=status)
 
     def finished(self, index: int, outcome: ScenarioOutcome) -> None:
-        status = "[green]pass[/]" if outcome.passed else f"[red]fail[/] {escape(outcome.summary[:60])}"
+        if outcome.passed:
+            status = "[yellow]flaky[/]" if outcome.flaky else "[green]pass[/]"
+        else:
+            status = f"[red]fail[/] {escape(outcome.summary[:60])}"
         self._progress.update(self._tasks[index], completed=self._steps[index], status=status)
         self._progress.advance(self._overall)
 
@@ -247,9 +267,9 @@ class PlainDisplay:
         return None
 
     def finished(self, index: int, outcome: ScenarioOutcome) -> None:
-        word = "PASS" if outcome.passed else "FAIL"
+        word = ("FLAKY" if outcome.flaky else "PASS") if outcome.passed else "FAIL"
         tail = f"  {outcome.summary}" if outcome.summary else ""
-        line = f"{word} {outcome.name} ({outcome.path}) {outcome.duration_seconds:.2f} s{tail}"
+        line = f"{word} {outcome.label} ({outcome.path}) {outcome.duration_seconds:.2f} s{tail}"
         self._console.print(escape(line), soft_wrap=True, highlight=False)
 
 
@@ -259,23 +279,36 @@ class PlainDisplay:
 def _report(console: Console, outcomes: Sequence[ScenarioOutcome], elapsed: float) -> None:
     failures = [outcome for outcome in outcomes if not outcome.passed]
     for outcome in failures:
-        console.rule(f"[red]{escape(outcome.name)}[/]", style="red")
+        console.rule(f"[red]{escape(outcome.label)}[/]", style="red")
         console.print(escape(outcome.describe()), soft_wrap=True)
     table = Table(title="scenariokit run", title_justify="left")
     table.add_column("result")
     table.add_column("scenario")
+    several = any(outcome.env_choice is not None for outcome in outcomes)
+    if several:
+        table.add_column("environment")
     table.add_column("file")
     table.add_column("time", justify="right")
     table.add_column("failing step")
     for outcome in outcomes:
         table.add_row(
-            "[green]PASS[/]" if outcome.passed else "[red]FAIL[/]",
+            _result_word(outcome),
             escape(outcome.name),
+            *([escape(outcome.env_choice or "")] if several else []),
             escape(str(outcome.path)),
             f"{outcome.duration_seconds:.2f} s",
             escape(outcome.summary),
         )
     console.print(table)
     passed = len(outcomes) - len(failures)
+    flaky = sum(1 for outcome in outcomes if outcome.passed and outcome.flaky)
     colour = "red" if failures else "green"
-    console.print(f"[{colour}]{passed} passed, {len(failures)} failed[/] in {elapsed:.1f} s", highlight=False)
+    counts = f"{passed} passed" + (f" ({flaky} flaky)" if flaky else "") + f", {len(failures)} failed"
+    console.print(f"[{colour}]{counts}[/] in {elapsed:.1f} s", highlight=False)
+
+
+def _result_word(outcome: ScenarioOutcome) -> str:
+    """The report's result column: PASS, FLAKY (passed after a failed attempt) or FAIL."""
+    if not outcome.passed:
+        return "[red]FAIL[/]"
+    return "[yellow]FLAKY[/]" if outcome.flaky else "[green]PASS[/]"

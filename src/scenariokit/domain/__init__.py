@@ -10,10 +10,13 @@ from scenariokit.domain.errors import (
     ValidationError,
 )
 from scenariokit.domain.model import (
+    Backoff,
     Credential,
     CredentialLink,
     Environment,
+    Retries,
     Run,
+    RunAttempt,
     RunError,
     RunErrorKind,
     RunLogEntry,
@@ -30,6 +33,7 @@ from scenariokit.domain.model import (
 )
 
 __all__ = [
+    "Backoff",
     "BrowserUnavailable",
     "Conflict",
     "Credential",
@@ -37,7 +41,9 @@ __all__ = [
     "Environment",
     "InvalidQuery",
     "NotFound",
+    "Retries",
     "Run",
+    "RunAttempt",
     "RunError",
     "RunErrorKind",
     "RunLogEntry",

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import attrs
 
 from scenariokit.domain.code import compile_step_code
-from scenariokit.domain.model import RunError, Step, StepResult, run_time_limit
+from scenariokit.domain.model import Retries, RunError, Step, StepResult, run_time_limit
 
 TraceMode = Literal["off", "on-failure", "always"]
 
@@ -106,6 +106,8 @@ class RunJob:
     storage_state: dict[str, Any] | None = None
     artifacts_dir: Path = Path("artifacts")
     trace: TraceMode = "off"
+    #: how the scheduler tries a failed run again (each attempt is a job of its own to a fresh worker)
+    retries: Retries = attrs.field(factory=Retries)
 
     @property
     def secrets(self) -> tuple[str, ...]:

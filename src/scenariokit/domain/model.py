@@ -11,7 +11,7 @@ import enum
 import math
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
@@ -22,6 +22,9 @@ from scenariokit.domain.json_values import json_fault
 MAX_TIMEOUT_SECONDS = 3600
 DEFAULT_STEP_TIMEOUT_SECONDS = 30.0
 NAME_MAX = 200
+#: A scenario's retries: at most this many attempts after the first, each at most this long apart.
+MAX_RETRIES = 5
+MAX_BACKOFF_SECONDS = 600
 ALIAS_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -151,6 +154,18 @@ def valid_order(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
         raise FieldError(camel(attribute.name), "must be a whole number of at least 1")
 
 
+def valid_retry_count(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIES:
+        raise FieldError(camel(attribute.name), f"must be a whole number from 0 to {MAX_RETRIES}")
+
+
+def valid_backoff_seconds(_: Any, attribute: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise FieldError(camel(attribute.name), "must be a number")
+    if not 0 <= value <= MAX_BACKOFF_SECONDS:
+        raise FieldError(camel(attribute.name), f"must be from 0 to {MAX_BACKOFF_SECONDS}")
+
+
 def _unique_step_ids(instance: Scenario, attribute: attrs.Attribute[Any], value: tuple[Step, ...]) -> None:
     ids = [step.id for step in value]
     if len(set(ids)) != len(ids):
@@ -209,6 +224,14 @@ class RunErrorKind(enum.StrEnum):
     WORKER_LOST = "worker_lost"
 
 
+class Backoff(enum.StrEnum):
+    """How the pause between a scenario's attempts grows: the same, by the attempt, or doubling."""
+
+    FIXED = "fixed"
+    LINEAR = "linear"
+    EXPONENTIAL = "exponential"
+
+
 class SessionStatus(enum.StrEnum):
     """A saved browser session is ``open`` while its live context is held, ``closed`` once released."""
 
@@ -257,6 +280,33 @@ class CredentialLink:
 
 @reports_every_field
 @attrs.frozen
+class Retries:
+    """How often a failed run of a scenario is tried again, each attempt in a fresh browser.
+
+    See docs/monitoring.md, "Retries".
+    """
+
+    count: int = attrs.field(default=0, validator=valid_retry_count)
+    backoff: Backoff = attrs.field(default=Backoff.FIXED, converter=Backoff)
+    backoff_seconds: float = attrs.field(default=0.0, converter=seconds, validator=valid_backoff_seconds)
+
+    def delay(self, failed_attempt: int) -> float:
+        """Seconds to wait after attempt ``failed_attempt`` (1 for the first) failed, before the next."""
+        seconds = float(self.backoff_seconds)
+        if self.backoff is Backoff.LINEAR:
+            return seconds * failed_attempt
+        if self.backoff is Backoff.EXPONENTIAL:
+            return seconds * 2.0 ** (failed_attempt - 1)
+        return seconds
+
+    def longest(self, attempt_limit: float) -> float:
+        """The longest a run may take when each attempt may take ``attempt_limit`` s, pauses included."""
+        pauses = sum(self.delay(failed) for failed in range(1, self.count + 1))
+        return attempt_limit * (self.count + 1) + pauses
+
+
+@reports_every_field
+@attrs.frozen
 class Scenario:
     """An ordered list of steps, run as a whole against an environment."""
 
@@ -269,6 +319,7 @@ class Scenario:
     id: uuid.UUID = attrs.field(factory=new_id)
     created_at: datetime = attrs.field(factory=utcnow)
     updated_at: datetime = attrs.field(factory=utcnow)
+    retries: Retries = attrs.field(factory=Retries)
 
     @property
     def run_timeout(self) -> float:
@@ -466,6 +517,28 @@ class RunTimings:
 
 
 @attrs.frozen
+class RunAttempt:
+    """One attempt of a run, each in a fresh browser: how it ended and when."""
+
+    attempt: int
+    status: RunStatus
+    error: RunError | None = None
+    step_results: tuple[StepResult, ...] = ()
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+def is_flaky(attempts: Iterable[RunAttempt]) -> bool:
+    """Whether a failed attempt was followed by a passing one: the run passed, but not at once."""
+    failed_before = False
+    for attempt in attempts:
+        if attempt.status is RunStatus.PASS and failed_before:
+            return True
+        failed_before = failed_before or attempt.status is RunStatus.FAIL
+    return False
+
+
+@attrs.frozen
 class Run:
     """One execution of a scenario against an environment, in its own fresh browser."""
 
@@ -485,6 +558,15 @@ class Run:
     finished_at: datetime | None = None
     #: the run's timeline, once a scheduler executed it
     timings: RunTimings | None = None
+    #: every attempt of a run that was tried more than once, the failed ones while it goes on; empty
+    #: for a run of one attempt, which the run's own fields tell (see :attr:`all_attempts`)
+    attempts: tuple[RunAttempt, ...] = ()
+    #: a failed attempt was followed by a passing one (:func:`is_flaky`)
+    flaky: bool = False
+    #: the batch the run was queued in: one request, one run per environment (docs/monitoring.md)
+    batch_id: uuid.UUID | None = None
+    #: the schedule whose fire queued the run
+    schedule_id: uuid.UUID | None = None
 
     @property
     def duration_ms(self) -> int | None:
@@ -498,6 +580,21 @@ class Run:
         """Whether the run has reached ``pass`` or ``fail``."""
         return self.status is not RunStatus.IN_PROGRESS
 
+    @property
+    def all_attempts(self) -> tuple[RunAttempt, ...]:
+        """The attempts that ended: those stored, or the run itself once a run of one attempt finished."""
+        if self.attempts or not self.finished:
+            return self.attempts
+        only = RunAttempt(
+            attempt=1,
+            status=self.status,
+            error=self.error,
+            step_results=self.step_results,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+        )
+        return (only,)
+
 
 @attrs.frozen
 class RunLogEntry:
@@ -509,3 +606,69 @@ class RunLogEntry:
     step_id: uuid.UUID | None = None
     at: datetime = attrs.field(factory=utcnow)
     seq: int | None = None
+
+
+@attrs.frozen
+class LastFailure:
+    """The latest failed run of a scenario: which, when it ended, and why."""
+
+    run_id: uuid.UUID
+    at: datetime | None
+    message: str
+
+
+@attrs.frozen
+class RunStats:
+    """How a scenario's finished runs went over a window of days (docs/monitoring.md, "History")."""
+
+    runs: int = 0
+    passed: int = 0
+    failed: int = 0
+    flaky: int = 0
+    #: duration percentiles (nearest rank) of the runs that have both a start and an end, in ms
+    p50_ms: int | None = None
+    p95_ms: int | None = None
+    last_failure: LastFailure | None = None
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Passed runs over all runs (None without runs)."""
+        return self.passed / self.runs if self.runs else None
+
+    @property
+    def flaky_rate(self) -> float | None:
+        """Flaky runs (passed after a failed attempt) over all runs (None without runs)."""
+        return self.flaky / self.runs if self.runs else None
+
+
+#: How many earlier runs a streak looks back at: thresholds beyond it read as "at least this many".
+STREAK_WINDOW = 100
+
+
+@attrs.frozen
+class RunStreak:
+    """Where a finished run stands among the runs of its scenario against its environment.
+
+    ``failures`` counts the failed runs in a row ending with this one (0 when it passed);
+    ``failures_before`` those in a row just before it. A run's streak depends only on the runs that
+    finished before it, so it is the same whoever computes it, and a threshold is crossed by one run only.
+    """
+
+    failures: int = 0
+    failures_before: int = 0
+
+
+def streak_of(statuses: Sequence[RunStatus]) -> RunStreak:
+    """The streak of the run whose status comes first in ``statuses`` (newest first, then earlier runs)."""
+    if not statuses:
+        return RunStreak()
+
+    def failed_in_a_row(items: Sequence[RunStatus]) -> int:
+        count = 0
+        for status in items:
+            if status is not RunStatus.FAIL:
+                break
+            count += 1
+        return count
+
+    return RunStreak(failures=failed_in_a_row(statuses), failures_before=failed_in_a_row(statuses[1:]))

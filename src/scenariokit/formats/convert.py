@@ -28,12 +28,15 @@ from scenariokit.domain import model
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.json_values import check_json
 from scenariokit.domain.model import FieldError, FieldErrors, camel
+from scenariokit.domain.schedule import Schedule
 from scenariokit.formats import inputs
 
 T = TypeVar("T")
 
 #: Fields a client may send back from a read but that are never written (ignored on input).
-READ_ONLY_FIELDS = frozenset({"id", "createdAt", "updatedAt", "hasSecret", "kind"})
+READ_ONLY_FIELDS = frozenset(
+    {"id", "createdAt", "updatedAt", "hasSecret", "kind", "lastFiredAt", "nextFireAt"}
+)
 
 _INPUT_CLASSES = (
     inputs.StepInput,
@@ -44,11 +47,14 @@ _INPUT_CLASSES = (
     inputs.CredentialInput,
     inputs.SnippetInput,
     inputs.RunInput,
+    inputs.RunBatchInput,
+    inputs.ScheduleInput,
     inputs.AuthoringStartInput,
     inputs.AuthoringExecInput,
     inputs.AuthoringSaveInput,
 )
-_MODEL_CLASSES = (
+_MODEL_CLASSES = (  # a class after those it holds: a hook is made with the hooks of its fields
+    model.Retries,
     model.Step,
     model.CredentialLink,
     model.Scenario,
@@ -58,10 +64,13 @@ _MODEL_CLASSES = (
     model.Session,
     model.RunError,
     model.StepResult,
+    model.RunAttempt,
     model.StepTiming,
     model.RunTimings,
     model.Run,
     model.RunLogEntry,
+    model.LastFailure,
+    Schedule,
 )
 
 
@@ -118,6 +127,10 @@ def _structure_enum(value: Any, kind: type[enum.Enum]) -> enum.Enum:
     except ValueError:
         allowed = ", ".join(str(member.value) for member in kind)
         raise ValueError(f"must be one of: {allowed}") from None
+
+
+def _enum_value(value: enum.Enum) -> Any:
+    return value.value
 
 
 def _structure_dict(value: Any, _: type) -> dict[str, Any]:
@@ -231,18 +244,29 @@ def _scenario_alias(data: Mapping[str, Any]) -> dict[str, Any]:
     return {**body, "scenarioId": scenario}
 
 
-def _run_input_structure(converter: cattrs.Converter) -> Callable[[Any, Any], inputs.RunInput]:
-    """RunInput's hook: camelCase names, and the ``scenario`` alias of ``scenarioId`` resolved first."""
+def _run_input_structure(converter: cattrs.Converter, cls: type[T]) -> Callable[[Any, Any], T]:
+    """A run request's hook: camelCase names, and the ``scenario`` alias of ``scenarioId`` resolved first."""
     structure = make_dict_structure_fn(
-        inputs.RunInput, converter, _cattrs_forbid_extra_keys=True, **_rename_overrides(inputs.RunInput)
+        cls, converter, _cattrs_forbid_extra_keys=True, **_rename_overrides(cls)
     )
 
-    def run_input(value: Any, kind: Any) -> inputs.RunInput:
+    def run_input(value: Any, kind: Any) -> T:
         if isinstance(value, Mapping) and "scenario" in value:
             value = _scenario_alias(value)
         return structure(value, kind)
 
     return run_input
+
+
+def _objects_only(structure: Callable[[Any, Any], T]) -> Callable[[Any, Any], T]:
+    """A class's hook that refuses anything but a JSON object in words (cattrs would try to iterate it)."""
+
+    def structure_object(value: Any, kind: Any) -> T:
+        if not isinstance(value, Mapping):
+            raise ValueError("must be a JSON object")
+        return structure(value, kind)
+
+    return structure_object
 
 
 def make_converter() -> cattrs.Converter:
@@ -262,15 +286,22 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(_is_tuple_of_items, partial(_list_only, converter=converter))
     converter.register_unstructure_hook(enum.Enum, lambda value: value.value)
     # Per class: the str hook above would otherwise win for StrEnums (str precedes Enum in the MRO).
-    for enum_type in (model.RunStatus, model.StepStatus, model.RunErrorKind, model.SessionStatus):
+    for enum_type in (
+        model.RunStatus,
+        model.StepStatus,
+        model.RunErrorKind,
+        model.SessionStatus,
+        model.Backoff,
+    ):
         converter.register_structure_hook(enum_type, _structure_enum)
-    for cls in _INPUT_CLASSES + _MODEL_CLASSES:
+        converter.register_unstructure_hook(enum_type, _enum_value)  # a plain str, YAML too
+    for cls in _MODEL_CLASSES + _INPUT_CLASSES:  # models first: an input may hold one (Retries)
         overrides = _rename_overrides(cls)
-        converter.register_structure_hook(
-            cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
-        )
+        structure = make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
+        converter.register_structure_hook(cls, _objects_only(structure))
         converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **overrides))
-    converter.register_structure_hook(inputs.RunInput, _run_input_structure(converter))
+    for run_request in (inputs.RunInput, inputs.RunBatchInput):
+        converter.register_structure_hook(run_request, _run_input_structure(converter, run_request))
     converter.register_structure_hook_factory(_is_patch, partial(_patch_structure, converter=converter))
     return converter
 
@@ -385,3 +416,13 @@ def structure_input(converter: cattrs.Converter, data: Any, cls: type[T], *, wha
     except (cattrs.BaseValidationError, FieldError, ValueError, TypeError, KeyError) as exc:
         errors = errors_of(exc)
         raise ValidationError(f"invalid {label}", errors) from None
+
+
+def structure_run_request(converter: cattrs.Converter, data: Any) -> inputs.RunInput | inputs.RunBatchInput:
+    """A request to run a scenario: ``environmentIds`` asks for a batch (a run per environment), else one."""
+    if isinstance(data, Mapping) and "environmentIds" in data:
+        if "environmentId" in data:
+            why = "give environmentId or environmentIds, not both"
+            raise ValidationError(f"invalid run: {why}", {"environmentIds": why})
+        return structure_input(converter, data, inputs.RunBatchInput, what="run")
+    return structure_input(converter, data, inputs.RunInput, what="run")

@@ -17,10 +17,13 @@ from scenariokit.domain.code import valid_snippet_code, valid_step_code
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.model import (
     DEFAULT_STEP_TIMEOUT_SECONDS,
+    MAX_BACKOFF_SECONDS,
+    MAX_RETRIES,
     MAX_TIMEOUT_SECONDS,
     NAME_MAX,
     FieldError,
     FieldErrors,
+    Retries,
     camel,
     json_object,
     reports_every_field,
@@ -28,6 +31,14 @@ from scenariokit.domain.model import (
     valid_alias,
     valid_order,
     valid_timeout,
+)
+from scenariokit.domain.schedule import (
+    CRON_FIELDS,
+    MAX_INTERVAL_SECONDS,
+    one_timing,
+    valid_cron,
+    valid_interval,
+    valid_timezone,
 )
 
 
@@ -111,6 +122,15 @@ class ScenarioInput:
         default=None, metadata=_about("The scenario's steps, run in `order` (else in the order given).")
     )
     credentials: tuple[LinkInput, ...] | None = None
+    retries: Retries = attrs.field(
+        factory=Retries,
+        metadata=_about(
+            f"Try a failed run again: `count` more attempts (0 to {MAX_RETRIES}, default 0), each in a "
+            "fresh browser, after a pause of `backoffSeconds` (0 to "
+            f"{MAX_BACKOFF_SECONDS}) that stays `fixed`, grows `linear`ly or doubles (`exponential`). "
+            "The run's status is its last attempt's; `flaky` tells a pass that needed a retry."
+        ),
+    )
 
 
 @reports_every_field
@@ -274,6 +294,77 @@ class AuthoringSaveInput:
             "The `index` of each exec to save (they must have passed); default: every exec that passed."
         ),
     )
+
+
+#: The most environments one request may run a scenario against.
+MAX_BATCH_ENVIRONMENTS = 20
+
+
+def valid_environment_ids(_: Any, attribute: attrs.Attribute[Any], value: tuple[uuid.UUID, ...]) -> None:
+    if not 1 <= len(value) <= MAX_BATCH_ENVIRONMENTS:
+        raise FieldError("environmentIds", f"must name 1 to {MAX_BATCH_ENVIRONMENTS} environments")
+    if len(set(value)) != len(value):
+        raise FieldError("environmentIds", "must not name an environment twice")
+
+
+@reports_every_field
+@attrs.frozen
+class RunBatchInput:
+    """Runs to queue as one batch: one scenario against each of several environments.
+
+    JSON names the scenario as :class:`RunInput` does (``scenarioId``, or the ``scenario`` alias).
+    """
+
+    scenario_id: uuid.UUID = attrs.field(metadata=_about("Id (UUID) of the scenario to run."))
+    environment_ids: tuple[uuid.UUID, ...] = attrs.field(
+        validator=valid_environment_ids,
+        metadata=_about(
+            f"Ids (UUIDs) of 1 to {MAX_BATCH_ENVIRONMENTS} environments, each once: one run per "
+            "environment, queued together under one `batchId` (instead of `environmentId`)."
+        ),
+    )
+    save_session: bool = attrs.field(
+        default=False, metadata=_about("Keep each run's browser session, as for a single run.")
+    )
+    session_id: uuid.UUID | None = attrs.field(
+        default=None, metadata=_about("Start every run from this saved session's cookies and storage.")
+    )
+
+
+@reports_every_field
+@attrs.frozen
+class ScheduleInput:
+    """A schedule to create, or the full new state of one: ``cron`` or ``intervalSeconds``, not both."""
+
+    scenario_id: uuid.UUID = attrs.field(metadata=_about("Id (UUID) of the scenario each fire runs."))
+    environment_ids: tuple[uuid.UUID, ...] = attrs.field(
+        validator=valid_environment_ids,
+        metadata=_about(
+            f"Ids (UUIDs) of 1 to {MAX_BATCH_ENVIRONMENTS} environments, each once: each fire queues one "
+            "run per environment."
+        ),
+    )
+    cron: str | None = attrs.field(
+        default=None,
+        validator=valid_cron,
+        metadata=_about(f"A cron expression of 5 fields ({CRON_FIELDS}), read in `timezone`."),
+    )
+    interval_seconds: int | None = attrs.field(
+        default=None,
+        validator=valid_interval,
+        metadata=_about(f"Fire every N seconds (1 to {MAX_INTERVAL_SECONDS}), instead of `cron`."),
+    )
+    timezone: str = attrs.field(
+        default="UTC",
+        validator=valid_timezone,
+        metadata=_about("The IANA time zone `cron` is read in (default UTC), e.g. Europe/Berlin."),
+    )
+    enabled: bool = attrs.field(
+        default=True, metadata=_about("false pauses the schedule: it does not fire until enabled again.")
+    )
+
+    def __attrs_post_init__(self) -> None:
+        one_timing(self.cron, self.interval_seconds)
 
 
 I = TypeVar("I")  # noqa: E741 - the input type a patch changes

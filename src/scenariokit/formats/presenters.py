@@ -23,11 +23,13 @@ from scenariokit.domain.model import (
     Environment,
     Run,
     RunLogEntry,
+    RunStats,
     Scenario,
     Session,
     Snippet,
     Step,
 )
+from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.queries import Page
 
 T = TypeVar("T")
@@ -129,6 +131,7 @@ def run_json(
     data["scenario"] = {"id": str(run.scenario_id), "name": run.scenario_name}
     data["artifacts"] = artifacts_json(run)
     data["durationMs"] = run.duration_ms
+    data["attempts"] = conv.unstructure(run.all_attempts)
     data["environment"] = environment_json(conv, environment) if environment else None
     data["session"] = session_json(conv, session) if session else None
     if run.source_session_id is not None:
@@ -155,6 +158,31 @@ def run_detail_json(
     if detail.logs is not None:
         data["logs"] = page_json(detail.logs, lambda entry: log_json(conv, entry))
     return data
+
+
+def schedule_json(conv: cattrs.Converter, schedule: Schedule) -> JSON:
+    """One schedule, with its last and next fire."""
+    return conv.unstructure(schedule)
+
+
+def stats_json(conv: cattrs.Converter, stats: RunStats) -> JSON:
+    """A scenario's run history figures: counts, rates, duration percentiles and its last failure."""
+    last = stats.last_failure
+    return {
+        "runs": stats.runs,
+        "passed": stats.passed,
+        "failed": stats.failed,
+        "flaky": stats.flaky,
+        "passRate": stats.pass_rate,
+        "flakyRate": stats.flaky_rate,
+        "durationMs": {"p50": stats.p50_ms, "p95": stats.p95_ms},
+        "lastFailure": conv.unstructure(last) if last is not None else None,
+    }
+
+
+def batch_json(conv: cattrs.Converter, batch_id: object, runs: tuple[RunDetail, ...]) -> JSON:
+    """The runs one request queued together: ``batchId`` and each run as a list shows it."""
+    return {"batchId": str(batch_id), "runs": [run_item_json(conv, detail) for detail in runs]}
 
 
 def page_json(page: Page[T], item: Callable[[T], JSON]) -> JSON:

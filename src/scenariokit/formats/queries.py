@@ -172,22 +172,45 @@ def _uuid(raw: Any, name: str) -> uuid.UUID | None:
 
 @attrs.frozen
 class RunQuery(ListQuery):
-    """List of runs: ``createdAt|status|scenario.name``, newest first; filters by status and scenario."""
+    """List of runs: ``createdAt|status|scenario.name``, newest first; filters by status, scenario, batch."""
 
     ORDER_BY: ClassVar[tuple[str, ...]] = ("createdAt", "status", "scenario.name")
     DEFAULT_ORDER: ClassVar[tuple[str, OrderDir]] = ("createdAt", "desc")
 
     status: RunStatus | None = None
     scenario_id: uuid.UUID | None = None
+    #: the runs one request queued together (``environmentIds``)
+    batch_id: uuid.UUID | None = None
 
     @classmethod
     def known_params(cls) -> frozenset[str]:
-        return (super().known_params() | {"status", "scenarioId"}) - {"q"}
+        return (super().known_params() | {"status", "scenarioId", "batchId"}) - {"q"}
 
     @classmethod
     def _kwargs(cls, params: Mapping[str, Any]) -> dict[str, Any]:
         kwargs = super()._kwargs(params)
         kwargs["status"] = _status(params.get("status"))
+        kwargs["scenario_id"] = _uuid(params.get("scenarioId"), "scenarioId")
+        kwargs["batch_id"] = _uuid(params.get("batchId"), "batchId")
+        return kwargs
+
+
+@attrs.frozen
+class ScheduleQuery(ListQuery):
+    """List of schedules: ``createdAt|updatedAt|nextFireAt``, newest first; filters by scenario."""
+
+    ORDER_BY: ClassVar[tuple[str, ...]] = ("createdAt", "updatedAt", "nextFireAt")
+    DEFAULT_ORDER: ClassVar[tuple[str, OrderDir]] = ("createdAt", "desc")
+
+    scenario_id: uuid.UUID | None = None
+
+    @classmethod
+    def known_params(cls) -> frozenset[str]:
+        return (super().known_params() | {"scenarioId"}) - {"q"}
+
+    @classmethod
+    def _kwargs(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        kwargs = super()._kwargs(params)
         kwargs["scenario_id"] = _uuid(params.get("scenarioId"), "scenarioId")
         return kwargs
 
@@ -236,3 +259,26 @@ def all_order_by() -> dict[str, Sequence[str]]:
         "sessions": SessionQuery.ORDER_BY,
         "runs": RunQuery.ORDER_BY,
     }
+
+
+#: The longest window of run history a stats query may ask for, in days.
+MAX_STATS_DAYS = 366
+#: The window a stats query without ``days`` covers.
+DEFAULT_STATS_DAYS = 30
+
+
+@attrs.frozen
+class StatsQuery:
+    """The window of a scenario's run history: the last ``days`` days."""
+
+    days: int = DEFAULT_STATS_DAYS
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> StatsQuery:
+        """Build it from query-string parameters (``days``, 1 to :data:`MAX_STATS_DAYS`)."""
+        unknown = sorted(set(params) - {"days"})
+        if unknown:
+            raise InvalidQuery(
+                "unknown query parameter", {name: "unknown query parameter" for name in unknown}
+            )
+        return cls(days=_int_param(params, "days", DEFAULT_STATS_DAYS, 1, MAX_STATS_DAYS))

@@ -26,7 +26,8 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarStri
 
 from scenariokit.domain.errors import TooLarge, ValidationError
 from scenariokit.domain.json_values import MAX_INT, MIN_INT, TOO_BIG
-from scenariokit.domain.model import Credential, Environment, Scenario, Snippet
+from scenariokit.domain.model import Credential, Environment, Retries, Scenario, Snippet
+from scenariokit.domain.schedule import Schedule
 
 #: Largest YAML text accepted, in bytes of UTF-8 (the REST body limit).
 MAX_YAML_BYTES = 5 * 1024 * 1024
@@ -35,7 +36,7 @@ MAX_ALIAS_NODES = 10_000
 #: Deepest nesting of maps and lists accepted.
 MAX_DEPTH = 64
 #: The entity kinds, as the ``kind`` field writes them.
-KINDS = ("environment", "credential", "scenario", "snippet")
+KINDS = ("environment", "credential", "scenario", "snippet", "schedule")
 
 _TAG = "tag:yaml.org,2002:"
 _SCALAR_TAGS = frozenset(_TAG + name for name in ("str", "null", "bool", "int", "float", "timestamp"))
@@ -45,12 +46,22 @@ _NOT_LITERAL = frozenset("\r\x85\u2028\u2029\ufeff")
 _BREAKS = frozenset("\r\x85\u2028\u2029")
 
 _KEY_ORDER: dict[str, tuple[str, ...]] = {
-    "scenario": ("id", "name", "description", "environmentId", "timeoutSeconds", "credentials", "steps"),
+    "scenario": (
+        "id",
+        "name",
+        "description",
+        "environmentId",
+        "timeoutSeconds",
+        "retries",
+        "credentials",
+        "steps",
+    ),
     "step": ("id", "order", "title", "timeoutSeconds", "execCode"),
     "link": ("credentialId", "alias"),
     "environment": ("id", "name", "description", "data"),
     "credential": ("id", "name", "description", "username"),
     "snippet": ("id", "alias", "title", "description", "code"),
+    "schedule": ("id", "scenarioId", "environmentIds", "cron", "intervalSeconds", "timezone", "enabled"),
 }
 
 
@@ -136,6 +147,10 @@ def scenario_document(conv: cattrs.Converter, scenario: Scenario) -> dict[str, A
     """A scenario as exported: its fields, credential links and steps (timestamps are not exported)."""
     data = _ordered("scenario", conv.unstructure(scenario))
     data["timeoutSeconds"] = _timeout(scenario.timeout_seconds)
+    if scenario.retries == Retries():  # the default says nothing: an export without retries stays as it was
+        del data["retries"]
+    else:
+        data["retries"]["backoffSeconds"] = _timeout(scenario.retries.backoff_seconds)
     data["credentials"] = [_ordered("link", link) for link in data["credentials"]]
     steps = []
     for step, raw in zip(scenario.steps, data["steps"], strict=True):
@@ -159,6 +174,16 @@ def credential_document(
     if include_secret:
         data["secret"] = credential.secret
     return data
+
+
+def schedule_document(conv: cattrs.Converter, schedule: Schedule) -> dict[str, Any]:
+    """A schedule as exported: what it runs and when (its fire times are the store's, not exported)."""
+    data = _ordered("schedule", conv.unstructure(schedule))
+    if schedule.cron is None:
+        del data["cron"]
+    else:
+        del data["intervalSeconds"]
+    return {"kind": "schedule", **data}
 
 
 def snippet_document(conv: cattrs.Converter, snippet: Snippet) -> dict[str, Any]:

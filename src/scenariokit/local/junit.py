@@ -72,7 +72,7 @@ def _testcase(suite: ET.Element, outcome: ScenarioOutcome, counts: dict[str, int
         suite,
         "testcase",
         classname=suite.get("name", ""),
-        name=outcome.name,
+        name=outcome.label,
         file=os.fspath(outcome.path),
         time=_seconds(outcome.duration_seconds),
     )

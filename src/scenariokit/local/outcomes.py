@@ -54,11 +54,23 @@ class ScenarioOutcome:
     trace: Path | None = None
     #: the name of the environment the scenario ran against, when known
     environment: str | None = None
+    #: the environment as the command line named it, when it named several (a row per pair)
+    env_choice: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The scenario's name, with ``[environment]`` when several environments were run."""
+        return f"{self.name} [{self.env_choice}]" if self.env_choice is not None else self.name
 
     @property
     def passed(self) -> bool:
         """Whether the run passed."""
         return self.run.status is RunStatus.PASS
+
+    @property
+    def flaky(self) -> bool:
+        """Whether it passed only after a failed attempt (the scenario's ``retries``)."""
+        return self.run.flaky
 
     @property
     def status(self) -> str:

@@ -200,7 +200,7 @@ class LocalRunner:
         run = await self.kit.services.runs.create(
             RunInput(scenario_id=scenario_id, environment_id=environment_id)
         )
-        finished = await self._follow(run, scenario.run_timeout, on_progress)
+        finished = await self._follow(run, scenario.retries.longest(scenario.run_timeout), on_progress)
         detail = await self.kit.runs.get(run.id, LogQuery(limit=LOG_LINES))
         lines = detail.logs.items if detail.logs else ()
         log = [f"{line.level}: {line.message}" for line in lines if line.level != "debug"]

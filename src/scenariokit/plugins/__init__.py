@@ -10,7 +10,7 @@ import pluggy
 from scenariokit.plugins import hookspecs
 
 if TYPE_CHECKING:
-    from scenariokit.domain.model import Run, Scenario
+    from scenariokit.domain.model import Run, RunStreak, Scenario
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,9 @@ class HookRelay:
         except Exception:  # a plugin's fault must not fail the run
             log.exception("plugin hook scenariokit_run_started failed")
 
-    def run_finished(self, *, run: Run, scenario: Scenario) -> None:
+    def run_finished(self, *, run: Run, scenario: Scenario, streak: RunStreak) -> None:
         """Fire ``scenariokit_run_finished`` for a run whose outcome is committed."""
         try:
-            self._hook.scenariokit_run_finished(run=run, scenario=scenario)
+            self._hook.scenariokit_run_finished(run=run, scenario=scenario, streak=streak)
         except Exception:  # a plugin's fault must not fail the run
             log.exception("plugin hook scenariokit_run_finished failed")

@@ -13,7 +13,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from scenariokit.domain.job import RunJob
-    from scenariokit.domain.model import Run, Scenario
+    from scenariokit.domain.model import Run, RunStreak, Scenario
     from scenariokit.storage.ports import Store
 
 hookspec = pluggy.HookspecMarker("scenariokit")
@@ -65,5 +65,5 @@ def scenariokit_run_started(run: Run, scenario: Scenario) -> None:
 
 
 @hookspec
-def scenariokit_run_finished(run: Run, scenario: Scenario) -> None:
-    """Called when a run has finished (``pass`` or ``fail``) and its result is stored."""
+def scenariokit_run_finished(run: Run, scenario: Scenario, streak: RunStreak) -> None:
+    """Called when a run has finished (``pass`` or ``fail``) and its result is stored, with its streak."""

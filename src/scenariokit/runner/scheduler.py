@@ -31,9 +31,11 @@ from scenariokit.domain.job import (
     StepFinished,
 )
 from scenariokit.domain.model import (
+    RunAttempt,
     RunError,
     RunErrorKind,
     RunLogEntry,
+    RunStatus,
     RunTimings,
     skip_remaining,
     utcnow,
@@ -75,6 +77,8 @@ class _Execution:
     finishing: bool = False
     #: the browser close, when the worker reported it before the outcome was stored
     closed: BrowserClosed | None = None
+    #: the failed attempts tried again (the scenario's retries), oldest first
+    attempts: list[RunAttempt] = attrs.field(factory=list)
 
 
 class _Executing(Container[uuid.UUID]):
@@ -261,6 +265,57 @@ class Scheduler:
             task.add_done_callback(self._tasks.discard)
 
     async def _execute(self, execution: _Execution) -> None:
+        outcome = await self._attempt(execution)
+        while (delay := self._retry_delay(execution, outcome)) is not None:
+            outcome = await self._try_again(execution, outcome, delay)
+        await self._finish(execution, outcome)
+
+    def _retry_delay(self, execution: _Execution, outcome: RunFinished) -> float | None:
+        """Seconds before the run is tried again, or None when ``outcome`` is the run's outcome."""
+        retries = execution.job.retries
+        tried = len(execution.attempts) + 1
+        if outcome.status == "pass" or tried > retries.count or execution.cancelling:
+            return None
+        if outcome.error is not None and outcome.error.kind is RunErrorKind.CANCELLED:
+            return None
+        return retries.delay(tried)
+
+    async def _try_again(self, execution: _Execution, failed: RunFinished, delay: float) -> RunFinished:
+        """Keep the failed attempt, wait out the backoff (a cancel ends it), then try on a fresh worker."""
+        number = len(execution.attempts) + 1
+        attempt = RunAttempt(
+            attempt=number,
+            status=RunStatus.FAIL,
+            error=failed.error,
+            step_results=failed.step_results,
+            started_at=failed.started_at,
+            finished_at=failed.finished_at,
+        )
+        execution.attempts.append(attempt)
+        if execution.session is not None:  # a failed attempt's session is not the run's
+            execution.session = None
+            with contextlib.suppress(Exception):
+                await self.pool.release_session(execution.run_id)
+        kind = failed.error.kind.value if failed.error else "fail"
+        message = f"attempt {number} failed ({kind}); trying again in {delay:g} s in a fresh browser"
+        execution.logs.append(RunLogEntry(run_id=execution.run_id, level="warning", message=message))
+        try:
+            await self._flush(execution)
+            await self.services.runs.record_attempt(execution.run_id, attempt)
+        except Exception:  # readers miss the attempt until the run finishes; the run goes on
+            log.exception("storing attempt %d of run %s failed", number, execution.run_id)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + delay
+        # ``cancelling`` is a flag a cancel, the cancel loop or a lost lease sets: polled, as they poll
+        while not execution.cancelling and (left := until - loop.time()) > 0:  # noqa: ASYNC110
+            await asyncio.sleep(min(left, CANCEL_POLL_SECONDS))
+        if execution.cancelling:
+            return self._failed(execution.job, "cancelled between attempts", kind=RunErrorKind.CANCELLED)
+        await self._slots.acquire()
+        return await self._attempt(execution)
+
+    async def _attempt(self, execution: _Execution) -> RunFinished:
+        """One attempt of the run on a fresh worker; it holds one of the scheduler's slots, released here."""
         stop_flushing = asyncio.Event()
         flusher = asyncio.create_task(self._flush_loop(execution, stop_flushing))
         try:
@@ -276,6 +331,10 @@ class Scheduler:
             stop_flushing.set()  # never cancelled: a cancel during a write would lose the lines it held
             await flusher
             self._slots.release()
+        return outcome
+
+    async def _finish(self, execution: _Execution, outcome: RunFinished) -> None:
+        """Store the run's outcome with its timings, then follow its browser's close."""
         written = execution.closed
         try:
             await self._flush(execution)
@@ -316,6 +375,7 @@ class Scheduler:
                     artifacts=execution.artifacts,
                     session=execution.session,
                     timings=timings,
+                    earlier=execution.attempts,
                 )
                 return
             except Exception as exc:
@@ -433,11 +493,11 @@ class Scheduler:
                 log.exception("reading cancel requests failed")
 
     @staticmethod
-    def _failed(job: RunJob, message: str) -> RunFinished:
+    def _failed(job: RunJob, message: str, *, kind: RunErrorKind = RunErrorKind.ERROR) -> RunFinished:
         now = utcnow()
         return RunFinished(
             status="fail",
-            error=RunError(kind=RunErrorKind.ERROR, message=message),
+            error=RunError(kind=kind, message=message),
             step_results=skip_remaining(job.steps, ()),
             started_at=now,
             finished_at=now,

@@ -16,6 +16,7 @@ from .base import AuthoringControl, Context, NoAuthoring, NoRunControl, RunContr
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
 from .runs import RunService
 from .scenarios import ScenarioService
+from .schedules import ScheduleService
 from .transfer import ImportReport, TransferService
 
 
@@ -46,6 +47,7 @@ class Services:
         self.snippets = SnippetService(self.context)
         self.sessions = SessionService(self.context)
         self.runs = RunService(self.context)
+        self.schedules = ScheduleService(self.context)
         self.transfer = TransferService(self.context)
         self.authoring = AuthoringService(self.context)
 

@@ -16,28 +16,42 @@ import attrs
 from scenariokit.domain.errors import Conflict, NotFound, ScenarioKitError, ValidationError
 from scenariokit.domain.job import CredentialValue, RunFinished, RunJob, SessionSaved, step_job
 from scenariokit.domain.model import (
+    STREAK_WINDOW,
     Run,
+    RunAttempt,
     RunError,
     RunErrorKind,
     RunLogEntry,
+    RunStats,
     RunStatus,
     RunTimings,
     Scenario,
     Session,
     SessionStatus,
     StepResult,
+    is_flaky,
     skip_remaining,
+    streak_of,
     utcnow,
 )
-from scenariokit.formats.inputs import RunInput
+from scenariokit.formats.inputs import RunBatchInput, RunInput
 from scenariokit.formats.presenters import RunDetail
-from scenariokit.formats.queries import LogQuery, Page, RunQuery
+from scenariokit.formats.queries import LogQuery, Page, RunQuery, StatsQuery
 from scenariokit.storage.ports import RunLease, UnitOfWork
 
 from .base import ServiceBase, missing_reference, require
 
 log = logging.getLogger(__name__)
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@attrs.frozen
+class RunBatch:
+    """The runs one request queued together, one per environment, under one id."""
+
+    batch_id: uuid.UUID
+    #: in the order of the request's ``environmentIds``, each with its environment
+    runs: tuple[RunDetail, ...]
 
 
 class RunService(ServiceBase):
@@ -48,15 +62,9 @@ class RunService(ServiceBase):
     async def create(self, command: RunInput) -> Run:
         """Queue a run of a scenario against an environment; it starts ``in_progress``."""
         async with self.ctx.uow() as uow:
-            scenario = await uow.scenarios.get(command.scenario_id)
-            if scenario is None:
-                raise missing_reference("scenarioId", "scenario", command.scenario_id)
+            scenario = await self._runnable(uow, command.scenario_id, command.session_id)
             if await uow.environments.get(command.environment_id) is None:
                 raise missing_reference("environmentId", "environment", command.environment_id)
-            if command.session_id is not None:
-                session = await uow.sessions.get(command.session_id)
-                if session is None or session.storage_state is None:
-                    raise missing_reference("sessionId", "saved session", command.session_id)
             run = Run(
                 scenario_id=scenario.id,
                 scenario_name=scenario.name,
@@ -68,6 +76,51 @@ class RunService(ServiceBase):
             await uow.commit()
         self.ctx.control.run_queued()
         return run
+
+    async def create_batch(self, command: RunBatchInput) -> RunBatch:
+        """Queue one run of a scenario per environment, together: all of them or, on a bad id, none."""
+        batch_id = uuid.uuid4()
+        async with self.ctx.uow() as uow:
+            scenario = await self._runnable(uow, command.scenario_id, command.session_id)
+            found = {env.id for env in await uow.environments.get_many(command.environment_ids)}
+            missing = {
+                f"environmentIds[{i}]": f"no environment with id {ident}"
+                for i, ident in enumerate(command.environment_ids)
+                if ident not in found
+            }
+            if missing:
+                raise ValidationError("environmentIds refers to missing environments", missing)
+            runs = tuple(
+                Run(
+                    scenario_id=scenario.id,
+                    scenario_name=scenario.name,
+                    environment_id=environment_id,
+                    save_session=command.save_session,
+                    source_session_id=command.session_id,
+                    batch_id=batch_id,
+                )
+                for environment_id in command.environment_ids
+            )
+            for run in runs:
+                await uow.runs.add(run)
+            await uow.commit()
+        self.ctx.control.run_queued()
+        async with self.ctx.uow(readonly=True) as uow:
+            page = await _with_links(uow, Page(items=runs, total=len(runs), page=1, limit=len(runs)))
+        return RunBatch(batch_id=batch_id, runs=page.items)
+
+    async def _runnable(
+        self, uow: UnitOfWork, scenario_id: uuid.UUID, session_id: uuid.UUID | None
+    ) -> Scenario:
+        """The scenario a run request names, once it and the saved session it starts from exist."""
+        scenario = await uow.scenarios.get(scenario_id)
+        if scenario is None:
+            raise missing_reference("scenarioId", "scenario", scenario_id)
+        if session_id is not None:
+            session = await uow.sessions.get(session_id)
+            if session is None or session.storage_state is None:
+                raise missing_reference("sessionId", "saved session", session_id)
+        return scenario
 
     async def list(self, query: RunQuery | None = None) -> Page[RunDetail]:
         """One page of runs (newest first unless the query says otherwise), environment and session eager."""
@@ -83,6 +136,13 @@ class RunService(ServiceBase):
             require(await uow.scenarios.get(scenario_id), "scenario", scenario_id)
             return await _with_links(uow, await uow.runs.list(query))
 
+    async def stats(self, scenario_id: uuid.UUID, query: StatsQuery | None = None) -> RunStats:
+        """How a scenario's finished runs of the last ``query.days`` days went (docs/monitoring.md)."""
+        since = utcnow() - timedelta(days=(query or StatsQuery()).days)
+        async with self.ctx.uow(readonly=True) as uow:
+            require(await uow.scenarios.get(scenario_id), "scenario", scenario_id)
+            return await uow.runs.stats(scenario_id, since)
+
     async def get(self, run_id: uuid.UUID, logs: LogQuery | None = None) -> RunDetail:
         """A run with its environment, its saved session and a page of its log (filtered by ``q``)."""
         async with self.ctx.uow(readonly=True) as uow:
@@ -91,6 +151,23 @@ class RunService(ServiceBase):
             session = await uow.sessions.get(run.session_id) if run.session_id else None
             page = await uow.runs.list_logs(run_id, logs or LogQuery())
         return RunDetail(run=run, environment=environment, session=session, logs=page)
+
+    async def wait_batch(self, batch: RunBatch, timeout: float, *, poll_seconds: float = 0.2) -> RunBatch:
+        """The batch once every run of it has finished, or as it is when ``timeout`` seconds have passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        ids = [detail.run.id for detail in batch.runs]
+        while True:
+            async with self.ctx.uow(readonly=True) as uow:
+                found = {run.id: run for run in await uow.runs.get_many(ids)}
+                runs = tuple(found[ident] for ident in ids if ident in found)
+                page = await _with_links(
+                    uow, Page(items=runs, total=len(runs), page=1, limit=max(len(runs), 1))
+                )
+            left = deadline - loop.time()
+            if all(detail.run.finished for detail in page.items) or left <= 0:
+                return RunBatch(batch_id=batch.batch_id, runs=page.items)
+            await asyncio.sleep(min(poll_seconds, left))
 
     async def wait(
         self, run_id: uuid.UUID, timeout: float, *, logs: LogQuery | None = None, poll_seconds: float = 0.2
@@ -130,7 +207,7 @@ class RunService(ServiceBase):
                 return run
             finished, scenario = await self._write_failure(uow, run, RunErrorKind.CANCELLED, reason)
             await uow.commit()
-        self._notify_finished(finished, scenario)
+        await self._notify_finished(finished, scenario)
         return finished
 
     def _orphaned(self, lease: RunLease | None) -> str | None:
@@ -227,6 +304,7 @@ class RunService(ServiceBase):
             storage_state=state,
             artifacts_dir=self.artifacts_dir(run.id),
             trace=self.ctx.settings.trace,
+            retries=scenario.retries,
         )
         return job, scenario
 
@@ -261,6 +339,18 @@ class RunService(ServiceBase):
             await uow.runs.update(attrs.evolve(run, step_results=results))
             await uow.commit()
 
+    async def record_attempt(self, run_id: uuid.UUID, attempt: RunAttempt) -> None:
+        """Show a failed attempt that will be tried again; the next attempt's step results start afresh.
+
+        For readers while the run goes on: the scheduler passes every attempt to :meth:`finish` itself.
+        """
+        async with self.ctx.uow() as uow:
+            run = await uow.runs.get(run_id)
+            if run is None or run.finished:
+                return
+            await uow.runs.update(attrs.evolve(run, attempts=(*run.attempts, attempt), step_results=()))
+            await uow.commit()
+
     async def finish(
         self,
         run_id: uuid.UUID,
@@ -269,8 +359,13 @@ class RunService(ServiceBase):
         artifacts: Sequence[str] = (),
         session: SessionSaved | None = None,
         timings: RunTimings | None = None,
+        earlier: Sequence[RunAttempt] = (),
     ) -> Run | None:
-        """Store a run's outcome, its timings and the session it saved, in one transaction."""
+        """Store a run's outcome, its timings and the session it saved, in one transaction.
+
+        ``earlier`` holds the failed attempts before the one that gave ``outcome`` (a scenario's
+        retries): the run then keeps every attempt, this last one too, and says whether it was flaky.
+        """
         async with self.ctx.uow() as uow:
             run = await uow.runs.get(run_id)
             if run is None or run.finished:
@@ -286,8 +381,21 @@ class RunService(ServiceBase):
                 )
                 await uow.sessions.add(saved)
                 session_id = saved.id
+            attempts: tuple[RunAttempt, ...] = ()
+            if earlier:
+                last = RunAttempt(
+                    attempt=len(earlier) + 1,
+                    status=RunStatus(outcome.status),
+                    error=outcome.error,
+                    step_results=outcome.step_results,
+                    started_at=outcome.started_at,
+                    finished_at=outcome.finished_at,
+                )
+                attempts = (*earlier, last)
             run = attrs.evolve(
                 run,
+                attempts=attempts,
+                flaky=is_flaky(attempts),
                 status=RunStatus(outcome.status),
                 error=outcome.error,
                 step_results=outcome.step_results,
@@ -300,7 +408,7 @@ class RunService(ServiceBase):
             await uow.runs.update(run)
             await uow.commit()
             scenario = await uow.scenarios.get(run.scenario_id)
-        self._notify_finished(run, scenario)
+        await self._notify_finished(run, scenario)
         return run
 
     async def record_browser_close(self, run_id: uuid.UUID, milliseconds: int) -> None:
@@ -327,7 +435,7 @@ class RunService(ServiceBase):
             finished, scenario = await self._write_failure(uow, run, kind, message)
             await uow.runs.append_logs([RunLogEntry(run_id=run_id, level="error", message=message)])
             await uow.commit()
-        self._notify_finished(finished, scenario)
+        await self._notify_finished(finished, scenario)
         return finished
 
     async def reap_expired(
@@ -362,7 +470,7 @@ class RunService(ServiceBase):
                 await uow.runs.append_logs([RunLogEntry(run_id=run.id, level="error", message=message)])
             await uow.commit()
         for finished, scenario in reaped:
-            self._notify_finished(finished, scenario)
+            await self._notify_finished(finished, scenario)
         return [finished.id for finished, _ in reaped]
 
     async def close_session(self, session_id: uuid.UUID) -> None:
@@ -409,10 +517,22 @@ class RunService(ServiceBase):
         await uow.runs.update(finished)
         return finished, scenario
 
-    def _notify_finished(self, run: Run, scenario: Scenario | None) -> None:
-        """Fire ``run_finished`` once the outcome is committed (call it after the unit of work)."""
-        if scenario is not None:
-            self.ctx.hooks.run_finished(run=run, scenario=scenario)
+    async def _notify_finished(self, run: Run, scenario: Scenario | None) -> None:
+        """Fire ``run_finished`` once the outcome is committed (call it after the unit of work).
+
+        With the run's streak among the runs of its scenario against its environment, read from the
+        store, so a plugin alerting on a change of state (pass to fail, fail to pass) alerts once
+        whichever process finished the run.
+        """
+        if scenario is None:
+            return
+        try:
+            async with self.ctx.uow(readonly=True) as uow:
+                streak = streak_of(await uow.runs.recent_statuses(run, STREAK_WINDOW + 1))
+        except Exception:  # the outcome is stored; a plugin still hears of it, without history
+            log.exception("reading the streak of run %s failed", run.id)
+            streak = streak_of([run.status])
+        self.ctx.hooks.run_finished(run=run, scenario=scenario, streak=streak)
 
 
 async def _with_links(uow: UnitOfWork, page: Page[Run]) -> Page[RunDetail]:

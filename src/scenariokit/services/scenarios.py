@@ -18,7 +18,7 @@ from scenariokit.storage.ports import UnitOfWork
 from .base import ServiceBase, missing_reference, require
 
 #: What a PATCH starts from: the fields of a stored scenario and step that their inputs write.
-_SCENARIO_FIELDS = ("name", "description", "environment_id", "timeout_seconds")
+_SCENARIO_FIELDS = ("name", "description", "environment_id", "timeout_seconds", "retries")
 _STEP_FIELDS = ("exec_code", "title", "order", "timeout_seconds")
 
 
@@ -92,6 +92,7 @@ class ScenarioService(ServiceBase):
                 "description": data.description,
                 "environment_id": data.environment_id,
                 "timeout_seconds": data.timeout_seconds,
+                "retries": data.retries,
             }
             if data.steps is not None:
                 fields["steps"] = build_steps(data.steps)

@@ -18,7 +18,13 @@ import attrs
 from scenariokit.domain.errors import Conflict, ValidationError
 from scenariokit.domain.model import Scenario, utcnow
 from scenariokit.formats.convert import structure_input
-from scenariokit.formats.inputs import CredentialInput, EnvironmentInput, ScenarioInput, SnippetInput
+from scenariokit.formats.inputs import (
+    CredentialInput,
+    EnvironmentInput,
+    ScenarioInput,
+    ScheduleInput,
+    SnippetInput,
+)
 from scenariokit.formats.yaml_io import (
     KINDS,
     MAX_YAML_BYTES,
@@ -29,6 +35,7 @@ from scenariokit.formats.yaml_io import (
     environment_document,
     load_entities,
     scenario_document,
+    schedule_document,
     snippet_document,
 )
 from scenariokit.storage.ports import Repository, UnitOfWork
@@ -36,6 +43,7 @@ from scenariokit.storage.ports import Repository, UnitOfWork
 from .base import Context, ServiceBase, require
 from .catalog import CredentialService, EnvironmentService, SnippetService
 from .scenarios import ScenarioService
+from .schedules import check_schedule_references, schedule_from_input
 
 #: The kinds each import endpoint takes. A scenario export carries environments and credentials, so
 #: the scenario import takes them too; every other endpoint takes only its own kind.
@@ -44,15 +52,17 @@ ACCEPTED_KINDS: dict[str, tuple[str, ...]] = {
     "environment": ("environment",),
     "credential": ("credential",),
     "snippet": ("snippet",),
+    "schedule": ("schedule",),
 }
 _INPUTS: dict[str, type] = {
     "scenario": ScenarioInput,
     "environment": EnvironmentInput,
     "credential": CredentialInput,
     "snippet": SnippetInput,
+    "schedule": ScheduleInput,
 }
 # What scenarios refer to is written before them (rule 7).
-_WRITE_ORDER = ("environment", "credential", "snippet", "scenario")
+_WRITE_ORDER = ("environment", "credential", "snippet", "scenario", "schedule")
 _CHUNK = 500
 
 
@@ -186,6 +196,12 @@ class TransferService(ServiceBase):
             credential_document(self.ctx.converter, credential, include_secret=include_secrets)
         )
 
+    async def export_schedule(self, ident: uuid.UUID) -> str:
+        """One schedule as a single YAML document."""
+        async with self.ctx.uow(readonly=True) as uow:
+            schedule = require(await uow.schedules.get(ident), "schedule", ident)
+        return dump_document(schedule_document(self.ctx.converter, schedule))
+
     async def export_snippet(self, ident: uuid.UUID) -> str:
         """One snippet as a single YAML document."""
         async with self.ctx.uow(readonly=True) as uow:
@@ -279,7 +295,17 @@ class TransferService(ServiceBase):
         return ident
 
     async def _check_references(self, uow: UnitOfWork, items: Sequence[_Item]) -> None:
-        """Every environment and credential a scenario names is in the stream or in the store."""
+        """Every environment and credential a scenario names is in the stream or in the store; every
+        scenario and environment a schedule names is in the store."""
+        refusals = _Refusals()
+        for item in items:
+            if item.kind == "schedule":
+                try:
+                    await check_schedule_references(uow, item.command)
+                except ValidationError as exc:
+                    for path, why in exc.errors.items():
+                        refusals.add(item.entity, path, f"{why} in the store")
+        refusals.raise_any("the import refers to missing records")
         scenarios = [item for item in items if item.kind == "scenario"]
         if not scenarios:
             return
@@ -345,6 +371,8 @@ class TransferService(ServiceBase):
         """The record an imported entity describes, built by the same rules as REST create/replace."""
         if item.kind == "scenario":
             record: Any = self._scenarios.scenario_from_input(item.command, old)
+        elif item.kind == "schedule":
+            record = schedule_from_input(item.command, old)
         else:
             record = self._catalog[item.kind].build(item.command, old)
         if old is not None:

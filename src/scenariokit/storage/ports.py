@@ -20,10 +20,13 @@ from scenariokit.domain.model import (
     Environment,
     Run,
     RunLogEntry,
+    RunStats,
+    RunStatus,
     Scenario,
     Session,
     Snippet,
 )
+from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.queries import (
     CredentialQuery,
     EnvironmentQuery,
@@ -32,6 +35,7 @@ from scenariokit.formats.queries import (
     Page,
     RunQuery,
     ScenarioQuery,
+    ScheduleQuery,
     SessionQuery,
     SnippetQuery,
 )
@@ -173,8 +177,45 @@ class RunRepository(Repository[Run, RunQuery]):
         """One page of a run's log in the order written, filtered by ``query.q`` (case-insensitive)."""
 
     @abc.abstractmethod
+    async def recent_statuses(self, run: Run, limit: int) -> list[RunStatus]:
+        """The statuses of ``run`` and the finished runs of its scenario and environment before it.
+
+        Newest first, ``run`` first, at most ``limit``; "before" is by ``finishedAt`` (then id).
+        """
+
+    @abc.abstractmethod
+    async def stats(self, scenario_id: uuid.UUID, since: datetime) -> RunStats:
+        """How the scenario's finished runs created since ``since`` went, computed by the database.
+
+        One query per figure set (counts, duration percentiles, last failure): no run is loaded.
+        """
+
+    @abc.abstractmethod
     async def rename_scenario(self, scenario_id: uuid.UUID, name: str) -> None:
         """Keep the scenario name stored with its runs (their sort key) in step with a rename."""
+
+
+class ScheduleRepository(Repository[Schedule, ScheduleQuery]):
+    """Schedules, and the claim of each fire."""
+
+    @abc.abstractmethod
+    async def due(self, now: datetime, limit: int) -> list[Schedule]:
+        """Enabled schedules whose next fire is at or before ``now``, earliest first."""
+
+    @abc.abstractmethod
+    async def claim_fire(
+        self, ident: uuid.UUID, *, due_at: datetime, fired_at: datetime, next_fire_at: datetime
+    ) -> bool:
+        """Take the fire due at ``due_at``: move the schedule on to ``next_fire_at``; False if another did.
+
+        A conditional update on the fire it expects: of every scheduler sharing the store, exactly one
+        sees it succeed (PostgreSQL re-reads the row once a concurrent claim commits; SQLite writes one
+        at a time). The caller queues the fire's runs in the same unit of work.
+        """
+
+    @abc.abstractmethod
+    async def next_due(self) -> datetime | None:
+        """The earliest next fire of an enabled schedule, or None."""
 
 
 class UnitOfWork(abc.ABC):
@@ -186,6 +227,7 @@ class UnitOfWork(abc.ABC):
     snippets: SnippetRepository
     sessions: SessionRepository
     runs: RunRepository
+    schedules: ScheduleRepository
 
     async def __aenter__(self) -> Self:
         return self

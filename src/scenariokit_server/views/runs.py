@@ -7,12 +7,13 @@ import uuid
 from aiohttp import web
 
 from scenariokit.formats import presenters as shape
-from scenariokit.formats.inputs import RunInput
+from scenariokit.formats.convert import structure_run_request
+from scenariokit.formats.inputs import RunBatchInput
 from scenariokit.formats.queries import LogQuery, RunQuery
 from scenariokit_server import keys, schemas
 from scenariokit_server.openapi import BINARY, list_params, log_params, operation
 from scenariokit_server.trace import trace_viewer_url
-from scenariokit_server.views import API_PREFIX, body_as, created, ok, path_id, query_params
+from scenariokit_server.views import API_PREFIX, created, json_body, ok, path_id, query_params
 
 
 async def _detail(request: web.Request, run_id: uuid.UUID, logs: LogQuery | None = None) -> dict[str, object]:
@@ -34,15 +35,23 @@ async def list_runs(request: web.Request) -> web.Response:
 @operation(
     "runs",
     "Queue a run",
-    description="The run starts `in_progress`; `environmentId` is required.",
+    description="The run starts `in_progress`; `environmentId` is required. With `environmentIds` "
+    "instead, one run per environment is queued as a batch: the answer is `{batchId, runs}` and "
+    "`GET /api/v1/run?batchId=` lists them (docs/monitoring.md).",
     status=201,
-    body=schemas.RunInput,
-    response=schemas.RunDetail,
+    body={"oneOf": [schemas.RunInput, schemas.RunBatchInput]},
+    response={"oneOf": [schemas.RunDetail, schemas.RunBatch]},
     errors=(400, 413),
 )
 async def create_run(request: web.Request) -> web.Response:
-    """Queue a run of a scenario against an environment."""
-    run = await keys.services(request).runs.create(await body_as(request, RunInput, "run"))
+    """Queue a run of a scenario against an environment, or a batch against several."""
+    services = keys.services(request)
+    command = structure_run_request(services.converter, await json_body(request))
+    if isinstance(command, RunBatchInput):
+        batch = await services.runs.create_batch(command)
+        body = shape.batch_json(services.converter, batch.batch_id, batch.runs)
+        return created(body, f"{API_PREFIX}/run?batchId={batch.batch_id}")
+    run = await services.runs.create(command)
     return created(await _detail(request, run.id), f"{API_PREFIX}/run/{run.id}")
 
 

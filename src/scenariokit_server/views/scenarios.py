@@ -6,9 +6,15 @@ from aiohttp import web
 
 from scenariokit.formats import presenters as shape
 from scenariokit.formats.inputs import Patch, ScenarioInput
-from scenariokit.formats.queries import RunQuery, ScenarioQuery
+from scenariokit.formats.queries import (
+    DEFAULT_STATS_DAYS,
+    MAX_STATS_DAYS,
+    RunQuery,
+    ScenarioQuery,
+    StatsQuery,
+)
 from scenariokit_server import keys, schemas
-from scenariokit_server.openapi import list_params, operation
+from scenariokit_server.openapi import list_params, operation, query_param
 from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id, query_params
 
 
@@ -109,3 +115,24 @@ async def list_scenario_runs(request: web.Request) -> web.Response:
         path_id(request), RunQuery.from_params(query_params(request))
     )
     return ok(shape.page_json(page, lambda detail: shape.run_item_json(services.converter, detail)))
+
+
+@operation(
+    "runs",
+    "A scenario's run history: counts, rates, duration percentiles and its last failure",
+    description="Over the finished runs created in the last `days` days (docs/monitoring.md, History).",
+    response=schemas.RunStats,
+    params=[
+        query_param(
+            "days",
+            {"type": "integer", "minimum": 1, "maximum": MAX_STATS_DAYS, "default": DEFAULT_STATS_DAYS},
+            "the window: the last N days",
+        )
+    ],
+    errors=(400, 404),
+)
+async def scenario_stats(request: web.Request) -> web.Response:
+    """The figures of one scenario's recent runs."""
+    services = keys.services(request)
+    stats = await services.runs.stats(path_id(request), StatsQuery.from_params(query_params(request)))
+    return ok(shape.stats_json(services.converter, stats))

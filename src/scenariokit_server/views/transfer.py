@@ -137,3 +137,13 @@ import_scenarios = _importer("scenario", "Import scenarios from YAML")
 import_environments = _importer("environment", "Import environments from YAML")
 import_credentials = _importer("credential", "Import credentials from YAML")
 import_snippets = _importer("snippet", "Import snippets from YAML")
+import_schedules = _importer("schedule", "Import schedules from YAML")
+
+
+@operation(
+    "transfer", "Export a schedule as YAML", response=YAML_TEXT, response_types=(YAML,), errors=(400, 404)
+)
+async def export_schedule(request: web.Request) -> web.Response:
+    """Export one schedule."""
+    only_params(query_params(request), ())
+    return yaml_response(await keys.services(request).transfer.export_schedule(path_id(request)))

@@ -4,7 +4,9 @@ Configured by environment variables, read at each run's end (see README.md):
 ``SCENARIOKIT_WEBHOOK_URLS`` (comma-separated; none means the plugin does nothing),
 ``SCENARIOKIT_WEBHOOK_SECRET`` (the HMAC-SHA256 key), ``SCENARIOKIT_WEBHOOK_TIMEOUT`` (seconds per
 request, default 5), ``SCENARIOKIT_WEBHOOK_ATTEMPTS`` (default 3) and ``SCENARIOKIT_WEBHOOK_BACKOFF``
-(seconds before the first retry, default 1, doubling).
+(seconds before the first retry, default 1, doubling); ``SCENARIOKIT_WEBHOOK_ALERTS`` (``every`` run,
+the default, or only ``changes`` of state) and ``SCENARIOKIT_WEBHOOK_FAILURES`` (the failures in a row
+that make a check failing, default 1).
 
 The hook is called on the scheduler's event loop, so delivery happens on a thread of its own per URL:
 the loop never waits for a receiver, and a receiver that is down, slow or failing never fails a run.
@@ -30,15 +32,27 @@ from typing import Any
 
 import attrs
 
-from scenariokit import Run, Scenario, hookimpl
+from scenariokit import Run, RunStatus, Scenario, hookimpl
+from scenariokit.domain.model import RunStreak
 
-__all__ = ["WebhookConfig", "deliver", "run_summary", "scenariokit_run_finished", "sign"]
+__all__ = [
+    "WebhookConfig",
+    "deliver",
+    "run_summary",
+    "scenariokit_run_finished",
+    "sign",
+    "state_change",
+]
 
 log = logging.getLogger("scenariokit_webhooks")
 
 SIGNATURE_HEADER = "X-Scenariokit-Signature"
 TIMESTAMP_HEADER = "X-Scenariokit-Timestamp"
 EVENT = "run.finished"
+#: the state-change events (``SCENARIOKIT_WEBHOOK_ALERTS=changes``)
+FAILING = "check.failing"
+RECOVERED = "check.recovered"
+ALERT_MODES = ("every", "changes")
 USER_AGENT = "scenariokit-webhooks/0.1"
 
 
@@ -65,6 +79,10 @@ class WebhookConfig:
     timeout: float = 5.0
     attempts: int = 3
     backoff: float = 1.0
+    #: ``every`` run is sent, or only ``changes`` of state (failing, recovered)
+    alerts: str = "every"
+    #: failed runs in a row that make a check failing
+    failures: int = 1
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> WebhookConfig:
@@ -76,21 +94,46 @@ class WebhookConfig:
             timeout=_number(environ, "SCENARIOKIT_WEBHOOK_TIMEOUT", 5.0),
             attempts=int(_number(environ, "SCENARIOKIT_WEBHOOK_ATTEMPTS", 3)),
             backoff=_number(environ, "SCENARIOKIT_WEBHOOK_BACKOFF", 1.0),
+            alerts=_alerts(environ),
+            failures=max(1, int(_number(environ, "SCENARIOKIT_WEBHOOK_FAILURES", 1))),
         )
+
+
+def _alerts(environ: Mapping[str, str]) -> str:
+    raw = environ.get("SCENARIOKIT_WEBHOOK_ALERTS", "").strip().lower() or "every"
+    if raw not in ALERT_MODES:
+        log.warning(
+            "SCENARIOKIT_WEBHOOK_ALERTS=%r is not one of %s; using every", raw, ", ".join(ALERT_MODES)
+        )
+        return "every"
+    return raw
+
+
+def state_change(run: Run, streak: RunStreak, failures: int) -> str | None:
+    """The event a run makes under ``changes`` alerts, or None: a check is *failing* once ``failures``
+    runs in a row failed (the run that reaches the count alerts, the ones after it do not), and
+    *recovered* when a run passes after such a streak."""
+    if run.status is RunStatus.FAIL and streak.failures == failures:
+        return FAILING
+    if run.status is RunStatus.PASS and streak.failures_before >= failures:
+        return RECOVERED
+    return None
 
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
-def run_summary(run: Run, scenario: Scenario) -> dict[str, Any]:
-    """The JSON summary of a finished run: ids, status, error, times and step counts."""
+def run_summary(
+    run: Run, scenario: Scenario, *, event: str = EVENT, streak: RunStreak | None = None
+) -> dict[str, Any]:
+    """The JSON summary of a finished run: ids, status, error, times and step counts (and its streak)."""
     counts = {"total": len(run.step_results), "pass": 0, "fail": 0, "skipped": 0}
     for result in run.step_results:
         counts[result.status.value] += 1
     error = run.error
-    return {
-        "event": EVENT,
+    summary: dict[str, Any] = {
+        "event": event,
         "run": {
             "id": str(run.id),
             "status": run.status.value,
@@ -116,6 +159,12 @@ def run_summary(run: Run, scenario: Scenario) -> dict[str, Any]:
         },
         "scenario": {"id": str(scenario.id), "name": scenario.name},
     }
+    if streak is not None:
+        summary["streak"] = {
+            "consecutiveFailures": streak.failures,
+            "failuresBefore": streak.failures_before,
+        }
+    return summary
 
 
 def sign(body: bytes, secret: str, timestamp: str) -> str:
@@ -128,12 +177,14 @@ def sign(body: bytes, secret: str, timestamp: str) -> str:
     return "sha256=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def _request(url: str, body: bytes, config: WebhookConfig, delivery: str) -> urllib.request.Request:
+def _request(
+    url: str, body: bytes, config: WebhookConfig, delivery: str, event: str
+) -> urllib.request.Request:
     timestamp = str(int(time.time()))
     headers = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
-        "X-Scenariokit-Event": EVENT,
+        "X-Scenariokit-Event": event,
         "X-Scenariokit-Delivery": delivery,
         TIMESTAMP_HEADER: timestamp,
     }
@@ -142,7 +193,7 @@ def _request(url: str, body: bytes, config: WebhookConfig, delivery: str) -> url
     return urllib.request.Request(url, data=body, headers=headers, method="POST")
 
 
-def deliver(url: str, body: bytes, config: WebhookConfig) -> bool:
+def deliver(url: str, body: bytes, config: WebhookConfig, event: str = EVENT) -> bool:
     """POST ``body`` to ``url``, retrying with backoff; True once a receiver answered 2xx.
 
     A connection error, a timeout, a 5xx or a 429 is retried; any other answer is final.
@@ -151,7 +202,8 @@ def deliver(url: str, body: bytes, config: WebhookConfig) -> bool:
     delivery = str(uuid.uuid4())  # the same on every attempt, so a receiver can drop duplicates
     for attempt in range(1, config.attempts + 1):
         try:
-            with urllib.request.urlopen(_request(url, body, config, delivery), timeout=config.timeout):
+            request = _request(url, body, config, delivery, event)
+            with urllib.request.urlopen(request, timeout=config.timeout):
                 return True
         except urllib.error.HTTPError as exc:
             retry = exc.code >= 500 or exc.code == 429
@@ -167,11 +219,20 @@ def deliver(url: str, body: bytes, config: WebhookConfig) -> bool:
     return False
 
 
-def send(run: Run, scenario: Scenario, config: WebhookConfig) -> list[threading.Thread]:
+def send(
+    run: Run,
+    scenario: Scenario,
+    config: WebhookConfig,
+    *,
+    event: str = EVENT,
+    streak: RunStreak | None = None,
+) -> list[threading.Thread]:
     """Start delivering the run's summary to every configured URL; returns the delivery threads."""
-    body = json.dumps(run_summary(run, scenario), separators=(",", ":")).encode()
+    body = json.dumps(run_summary(run, scenario, event=event, streak=streak), separators=(",", ":")).encode()
     threads = [
-        threading.Thread(target=deliver, args=(url, body, config), name=f"scenariokit-webhook-{run.id}")
+        threading.Thread(
+            target=deliver, args=(url, body, config, event), name=f"scenariokit-webhook-{run.id}"
+        )
         for url in config.urls
     ]
     for thread in threads:
@@ -180,8 +241,19 @@ def send(run: Run, scenario: Scenario, config: WebhookConfig) -> list[threading.
 
 
 @hookimpl
-def scenariokit_run_finished(run: Run, scenario: Scenario) -> None:
-    """Send the finished run's summary to ``SCENARIOKIT_WEBHOOK_URLS`` in the background."""
+def scenariokit_run_finished(run: Run, scenario: Scenario, streak: RunStreak) -> None:
+    """Send the finished run's summary to ``SCENARIOKIT_WEBHOOK_URLS`` in the background.
+
+    With ``SCENARIOKIT_WEBHOOK_ALERTS=changes`` only a change of state is sent: ``check.failing``
+    once a check failed ``SCENARIOKIT_WEBHOOK_FAILURES`` times in a row, ``check.recovered`` when it
+    passes again. The streak comes from the store, so it holds across every process running checks.
+    """
     config = WebhookConfig.from_env()
-    if config.urls:
-        send(run, scenario, config)
+    if not config.urls:
+        return
+    if config.alerts == "every":
+        send(run, scenario, config, streak=streak)
+        return
+    event = state_change(run, streak, config.failures)
+    if event is not None:
+        send(run, scenario, config, event=event, streak=streak)

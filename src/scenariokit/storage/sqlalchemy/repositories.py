@@ -19,8 +19,11 @@ from scenariokit.domain.model import (
     Credential,
     CredentialLink,
     Environment,
+    LastFailure,
     Run,
+    RunError,
     RunLogEntry,
+    RunStats,
     RunStatus,
     Scenario,
     Session,
@@ -28,6 +31,7 @@ from scenariokit.domain.model import (
     Snippet,
     Step,
 )
+from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.queries import (
     CredentialQuery,
     EnvironmentQuery,
@@ -36,6 +40,7 @@ from scenariokit.formats.queries import (
     Page,
     RunQuery,
     ScenarioQuery,
+    ScheduleQuery,
     SessionQuery,
     SnippetQuery,
 )
@@ -43,7 +48,7 @@ from scenariokit.storage import ports
 from scenariokit.storage.secrets import SecretBox
 
 from . import tables as t
-from .rows import Encrypted, RowMap
+from .rows import DOCUMENTS, Encrypted, RowMap
 
 T = TypeVar("T")
 Q = TypeVar("Q", bound=ListQuery)
@@ -307,6 +312,8 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
             filters.append(self.table.c.status == query.status.value)
         if query.scenario_id is not None:
             filters.append(self.table.c.scenario_id == query.scenario_id)
+        if query.batch_id is not None:
+            filters.append(self.table.c.batch_id == query.batch_id)
         return filters
 
     async def kept_total(self, query: RunQuery) -> int | None:
@@ -314,6 +321,8 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
 
         A filter the counts do not cover must return None here, so the total is counted instead.
         """
+        if query.batch_id is not None:  # a batch holds at most a few runs: counted with its page
+            return None
         counts = t.run_counts
         where: list[sa.ColumnElement[bool]] = []
         if query.status is not None:
@@ -431,7 +440,143 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         ).scalar_one()
         return Page(items=items, total=int(total), page=query.page, limit=query.limit)
 
+    async def recent_statuses(self, run: Run, limit: int) -> list[RunStatus]:
+        runs = self.table
+        if run.finished_at is None:
+            return []
+        at = sa.bindparam("at_", run.finished_at, type_=t.UTCDateTime())
+        rows = await self.conn.execute(
+            sa.select(runs.c.status)
+            .where(
+                runs.c.scenario_id == run.scenario_id,
+                runs.c.environment_id == run.environment_id,
+                runs.c.status != RunStatus.IN_PROGRESS.value,
+                sa.or_(runs.c.finished_at < at, sa.and_(runs.c.finished_at == at, runs.c.id <= run.id)),
+            )
+            .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+            .limit(limit)
+        )
+        return [RunStatus(status) for status in rows.scalars()]
+
+    async def stats(self, scenario_id: uuid.UUID, since: datetime) -> RunStats:
+        runs = self.table
+        window = [
+            runs.c.scenario_id == scenario_id,
+            runs.c.created_at >= sa.bindparam("since_", since, type_=t.UTCDateTime()),
+            runs.c.status != RunStatus.IN_PROGRESS.value,
+        ]
+        passed = runs.c.status == RunStatus.PASS.value
+        failed = runs.c.status == RunStatus.FAIL.value
+        counts = (
+            await self.conn.execute(
+                sa.select(
+                    sa.func.count(),
+                    sa.func.coalesce(sa.func.sum(sa.case((passed, 1), else_=0)), 0),
+                    sa.func.coalesce(sa.func.sum(sa.case((failed, 1), else_=0)), 0),
+                    sa.func.coalesce(sa.func.sum(sa.case((runs.c.flaky, 1), else_=0)), 0),
+                ).where(*window)
+            )
+        ).one()
+        p50, p95 = await self._duration_percentiles(window)
+        last = (
+            await self.conn.execute(
+                sa.select(runs.c.id, runs.c.finished_at, runs.c.error)
+                .where(*window, failed)
+                .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+                .limit(1)
+            )
+        ).first()
+        last_failure = None
+        if last is not None:
+            error = DOCUMENTS.structure(last.error, RunError) if last.error is not None else None
+            last_failure = LastFailure(
+                run_id=last.id, at=last.finished_at, message=error.message if error else ""
+            )
+        return RunStats(
+            runs=int(counts[0]),
+            passed=int(counts[1]),
+            failed=int(counts[2]),
+            flaky=int(counts[3]),
+            p50_ms=p50,
+            p95_ms=p95,
+            last_failure=last_failure,
+        )
+
+    async def _duration_percentiles(
+        self, window: list[sa.ColumnElement[bool]]
+    ) -> tuple[int | None, int | None]:
+        """The nearest-rank 50th and 95th percentile of run durations, in ms, in one query."""
+        runs = self.table
+        if self.conn.dialect.name == "postgresql":
+            seconds = sa.func.extract("epoch", runs.c.finished_at - runs.c.started_at)
+            duration = sa.func.round(seconds * 1000)
+        else:  # SQLite keeps times as text: julianday reads them
+            days = sa.func.julianday(runs.c.finished_at) - sa.func.julianday(runs.c.started_at)
+            duration = sa.func.round(days * 86_400_000)
+        ranked = (
+            sa.select(
+                duration.label("ms"),
+                sa.func.row_number().over(order_by=duration).label("rank"),
+                sa.func.count().over().label("n"),
+            )
+            .where(*window, runs.c.started_at.is_not(None), runs.c.finished_at.is_not(None))
+            .subquery()
+        )
+
+        # nearest rank: the ceil(p * n)-th duration, in integer arithmetic every database shares
+        def at(percent: int) -> sa.ColumnElement[Any]:
+            rank = (ranked.c.n * percent + 99) // 100
+            return sa.func.max(sa.case((ranked.c.rank == rank, ranked.c.ms)))
+
+        row = (await self.conn.execute(sa.select(at(50), at(95)))).one()
+        return (None if row[0] is None else int(row[0]), None if row[1] is None else int(row[1]))
+
     async def rename_scenario(self, scenario_id: uuid.UUID, name: str) -> None:
         await self.conn.execute(
             sa.update(self.table).where(self.table.c.scenario_id == scenario_id).values(scenario_name=name)
         )
+
+
+class ScheduleRepository(_TableRepository[Schedule, ScheduleQuery], ports.ScheduleRepository):
+    table = t.schedules
+    row_map = RowMap(Schedule, t.schedules)
+    order_columns = {"createdAt": "created_at", "updatedAt": "updated_at", "nextFireAt": "next_fire_at"}
+
+    def _filters(self, query: ScheduleQuery) -> list[sa.ColumnElement[bool]]:
+        if query.scenario_id is None:
+            return []
+        return [self.table.c.scenario_id == query.scenario_id]
+
+    async def due(self, now: datetime, limit: int) -> list[Schedule]:
+        schedules = self.table
+        rows = await self.conn.execute(
+            sa.select(schedules)
+            .where(
+                schedules.c.enabled,
+                schedules.c.next_fire_at <= sa.bindparam("now_", now, type_=t.UTCDateTime()),
+            )
+            .order_by(schedules.c.next_fire_at, schedules.c.id)
+            .limit(limit)
+        )
+        return [self.from_row(row) for row in rows]
+
+    async def claim_fire(
+        self, ident: uuid.UUID, *, due_at: datetime, fired_at: datetime, next_fire_at: datetime
+    ) -> bool:
+        schedules = self.table
+        result = await self.conn.execute(
+            sa.update(schedules)
+            .where(
+                schedules.c.id == ident,
+                schedules.c.enabled,
+                schedules.c.next_fire_at == sa.bindparam("due_", due_at, type_=t.UTCDateTime()),
+            )
+            .values(last_fired_at=fired_at, next_fire_at=next_fire_at)
+        )
+        return bool(result.rowcount)
+
+    async def next_due(self) -> datetime | None:
+        schedules = self.table
+        stmt = sa.select(sa.func.min(schedules.c.next_fire_at)).where(schedules.c.enabled)
+        found: datetime | None = (await self.conn.execute(stmt)).scalar_one_or_none()  # min() keeps the type
+        return found

@@ -258,6 +258,7 @@ class SqlUnitOfWork(ports.UnitOfWork):
         self.snippets = r.SnippetRepository(conn, box)
         self.sessions = r.SessionRepository(conn, box)
         self.runs = r.RunRepository(conn, box)
+        self.schedules = r.ScheduleRepository(conn, box)
         return self
 
     async def _begin(self) -> AsyncConnection:

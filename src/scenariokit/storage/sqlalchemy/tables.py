@@ -84,6 +84,7 @@ scenarios = sa.Table(
     ),
     sa.Column("timeout_seconds", sa.Float()),
     *_timestamps(),
+    sa.Column("retries", JSONType),
     sa.Index(None, "updated_at", "id"),
     sa.Index(None, "name", "id"),
     sa.Index(None, "created_at", "id"),
@@ -166,12 +167,38 @@ runs = sa.Table(
     sa.Column("started_at", UTCDateTime()),
     sa.Column("finished_at", UTCDateTime()),
     sa.Column("timings", JSONType),
+    sa.Column("attempts", JSONType),
+    sa.Column("flaky", sa.Boolean(), nullable=False, server_default=sa.false()),
+    sa.Column("batch_id", sa.Uuid()),
+    # No foreign key: deleting a schedule keeps the runs it queued readable.
+    sa.Column("schedule_id", sa.Uuid()),
     sa.Index(None, "created_at", "id"),
     sa.Index(None, "scenario_name", "id"),
     sa.Index(None, "status", "created_at", "id"),
     sa.Index(None, "status", "id"),
     sa.Index(None, "scenario_id", "created_at", "id"),
     sa.Index(None, "status", "lease_owner", "created_at"),
+    sa.Index(None, "batch_id"),
+    sa.Index(None, "schedule_id"),
+)
+
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("scenario_id", sa.Uuid(), sa.ForeignKey("scenarios.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("environment_ids", JSONType, nullable=False),
+    sa.Column("cron", sa.String(200)),
+    sa.Column("interval_seconds", sa.Integer()),
+    sa.Column("timezone", sa.String(64), nullable=False),
+    sa.Column("enabled", sa.Boolean(), nullable=False),
+    sa.Column("last_fired_at", UTCDateTime()),
+    sa.Column("next_fire_at", UTCDateTime()),
+    *_timestamps(),
+    sa.Index(None, "created_at", "id"),
+    sa.Index(None, "updated_at", "id"),
+    sa.Index(None, "next_fire_at", "id"),
+    sa.Index(None, "scenario_id"),
 )
 
 run_logs = sa.Table(
