@@ -68,6 +68,16 @@ class StepRow:
 
 
 @attrs.frozen
+class AttemptRow:
+    """One attempt of a retried run (each in a fresh browser), as the page lists it."""
+
+    attempt: int
+    status: str
+    duration: str
+    error: str | None = None
+
+
+@attrs.frozen
 class LogLine:
     """One line of the run log."""
 
@@ -99,6 +109,10 @@ class RunPage:
     finished_at: str
     duration: str
     steps: tuple[StepRow, ...] = ()
+    #: every attempt, when the run was tried more than once (the status is the last one's)
+    attempts: tuple[AttemptRow, ...] = ()
+    #: a failed attempt was followed by a passing one
+    flaky: bool = False
     error_kind: str | None = None
     error_message: str | None = None
     #: ``step 2 "Check the title"`` when a step failed
@@ -130,6 +144,25 @@ def _failed_step(run: Run) -> str | None:
     if result is None:
         return None
     return f'step {result.order} "{result.title}"' if result.title else f"step {result.order}"
+
+
+def _attempt_rows(run: Run) -> tuple[AttemptRow, ...]:
+    attempts = run.all_attempts
+    if len(attempts) < 2:
+        return ()
+    return tuple(
+        AttemptRow(
+            attempt=a.attempt,
+            status=a.status.value,
+            duration=duration_text(
+                round((a.finished_at - a.started_at).total_seconds() * 1000)
+                if a.started_at and a.finished_at
+                else None
+            ),
+            error=a.error.message if a.error else None,
+        )
+        for a in attempts
+    )
 
 
 def run_page(
@@ -170,6 +203,8 @@ def run_page(
             )
             for r in sorted(run.step_results, key=lambda r: r.order)
         ),
+        attempts=_attempt_rows(run),
+        flaky=run.flaky,
         error_kind=run.error.kind.value if run.error else None,
         error_message=run.error.message if run.error else None,
         failed_step=_failed_step(run),
