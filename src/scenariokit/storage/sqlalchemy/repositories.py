@@ -224,6 +224,19 @@ _STEP_ROWS = RowMap(Step, t.steps, columns={"order": "position"})
 _LINK_ROWS = RowMap(CredentialLink, t.scenario_credentials)
 
 
+#: a page's children, each read with one statement built once (its ids an expanding parameter)
+_STEPS_OF = (
+    sa.select(t.steps)
+    .where(t.steps.c.scenario_id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(t.steps.c.position)
+)
+_LINKS_OF = (
+    sa.select(t.scenario_credentials)
+    .where(t.scenario_credentials.c.scenario_id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(t.scenario_credentials.c.position, t.scenario_credentials.c.alias)
+)
+
+
 class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.ScenarioRepository):
     """Scenarios are written with their steps and links; lists load both in two batched queries."""
 
@@ -237,16 +250,10 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
         ids = [row.id for row in rows]
         steps: dict[uuid.UUID, list[Step]] = {ident: [] for ident in ids}
         links: dict[uuid.UUID, list[CredentialLink]] = {ident: [] for ident in ids}
-        step_rows = await self.conn.execute(
-            sa.select(t.steps).where(t.steps.c.scenario_id.in_(ids)).order_by(t.steps.c.position)
-        )
+        step_rows = await self.conn.execute(_STEPS_OF, {"ids": ids})
         for row in step_rows:
             steps[row.scenario_id].append(_STEP_ROWS.from_row(row, self.box))
-        link_rows = await self.conn.execute(
-            sa.select(t.scenario_credentials)
-            .where(t.scenario_credentials.c.scenario_id.in_(ids))
-            .order_by(t.scenario_credentials.c.position, t.scenario_credentials.c.alias)
-        )
+        link_rows = await self.conn.execute(_LINKS_OF, {"ids": ids})
         for row in link_rows:
             links[row.scenario_id].append(_LINK_ROWS.from_row(row, self.box))
         return [
