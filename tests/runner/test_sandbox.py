@@ -255,3 +255,16 @@ def test_where_run_cannot_hold_the_locks_they_go_to_tmp(
         lease.release()
     finally:
         sandbox.remove_dir(fallback)
+
+
+def test_removing_a_folder_another_cleaner_empties_meanwhile_raises_nothing(tmp_path: Path) -> None:
+    """Two pools starting at once may both clean a dead pool's folder: what vanished is not an error."""
+    gone = tmp_path / "gone" / "Default" / "PersistentOriginTrials"
+    # what rmtree reports when a file it listed was removed by someone else before it got there
+    sandbox.writable_and_again(os.open, str(gone), FileNotFoundError(2, "No such file or directory"))
+    sandbox.writable_and_again(os.unlink, str(gone), FileNotFoundError(2, "No such file or directory"))
+
+    unreadable = tmp_path / "unreadable"
+    (unreadable / "inside").mkdir(parents=True)
+    sandbox.writable_and_again(os.open, str(unreadable), PermissionError(13, "Permission denied"))
+    assert not unreadable.exists()  # a folder it could not enter is made readable and removed whole

@@ -572,16 +572,29 @@ def _uids_in_use() -> set[int]:
 
 def remove_dir(path: Path) -> None:
     """Remove a worker's private directory, whatever its files' modes (blocking)."""
-
-    def writable_and_again(function: Callable[[str], object], failed: str, _exc: object) -> None:
-        with contextlib.suppress(OSError):  # a read-only folder (the sealed compile cache) keeps its files
-            os.chmod(os.path.dirname(failed), 0o700)
-            function(failed)
-
     if sys.version_info >= (3, 12):
         shutil.rmtree(path, onexc=writable_and_again)
     else:
-        shutil.rmtree(path, onerror=writable_and_again)
+        shutil.rmtree(path, onerror=lambda call, failed, info: writable_and_again(call, failed, info[1]))
+
+
+def writable_and_again(function: Callable[..., object], failed: str, error: BaseException) -> None:
+    """What :func:`remove_dir` does when removing ``failed`` with ``function`` raised ``error``.
+
+    Gone already (another pool cleaning the same stale folder got there first): nothing to do. A
+    read-only folder (the sealed compile cache) keeps its files: make it writable and try again; a
+    folder that could not be opened is made readable and removed whole. Whatever still fails is left
+    for the next cleaning, never raised: a stale folder must not stop a pool from starting.
+    """
+    if isinstance(error, FileNotFoundError):
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(os.path.dirname(failed), 0o700)
+        if function in (os.rmdir, os.unlink, os.remove):
+            function(failed)
+        else:  # os.open, os.scandir, os.lstat: a folder it could not enter
+            os.chmod(failed, 0o700)
+            shutil.rmtree(failed, ignore_errors=True)
 
 
 _POOL_DIR = re.compile(rf"^{POOL_DIR_PREFIX}(\d+)-")
