@@ -265,16 +265,18 @@ class SqlUnitOfWork(ports.UnitOfWork):
         """A connection with its transaction begun: inline where nothing can make it wait."""
         inline = self._store.write_engine if not self._readonly else None
         if inline is not None:
-            conn = await self._connect(inline)
-            if conn is not None:
+            try:
+                conn = await self._connect(inline)
+            except sa.exc.OperationalError as exc:
+                if not _locked(exc):  # another process holds SQLite's write lock: wait on a thread
+                    raise
+            else:
                 self._store.count_inline_write()
                 return conn
-        conn = await self._connect(self._engine, fallback=False)
-        assert conn is not None
-        return conn
+        return await self._connect(self._engine)
 
-    async def _connect(self, engine: AsyncEngine, *, fallback: bool = True) -> AsyncConnection | None:
-        """Connect and begin; with ``fallback``, None when another process holds SQLite's write lock."""
+    async def _connect(self, engine: AsyncEngine) -> AsyncConnection:
+        """Connect and begin the unit of work's transaction."""
         conn = await engine.connect()
         try:
             # A reading unit of work sends no BEGIN: each statement reads a snapshot of its own, as
@@ -286,11 +288,6 @@ class SqlUnitOfWork(ports.UnitOfWork):
             elif self._readonly:
                 conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
             await conn.begin()
-        except sa.exc.OperationalError as exc:
-            await conn.close()
-            if fallback and _locked(exc):
-                return None
-            raise
         except BaseException:
             await conn.close()
             raise
