@@ -270,3 +270,42 @@ async def wait_healthy(url: str, process: asyncio.subprocess.Process) -> None:
             if process.returncode is not None or time.monotonic() > deadline:
                 raise SystemExit(f"{url} did not come up (exit code {process.returncode})")
             await asyncio.sleep(0.1)
+
+
+# --- runs through the REST API -----------------------------------------------------------------
+
+#: how often a dashboard asks whether runs are still in progress
+DASHBOARD_POLL_SECONDS = 0.25
+
+
+async def queue_run(http: aiohttp.ClientSession, body: dict[str, str]) -> str:
+    run: dict[str, Any] = await create(http, "/api/v1/run", body)
+    return str(run["id"])
+
+
+async def statuses(http: aiohttp.ClientSession, ids: list[str]) -> dict[str, str]:
+    """The status of each run (one request per run: a run missing from the store is an error)."""
+    found = {}
+    for run_id in ids:
+        async with http.get(f"/api/v1/run/{run_id}", params={"limit": "1"}) as answer:
+            if answer.status != 200:
+                raise SystemExit(f"run {run_id} is lost: GET answered {answer.status}")
+            found[run_id] = (await answer.json())["status"]
+    return found
+
+
+async def runs_per_minute(http: aiohttp.ClientSession, body: dict[str, str], runs: int) -> float:
+    """Queue ``runs`` runs at once, await them as a dashboard does (one list request per poll)."""
+    began = time.perf_counter()
+    ids = [await queue_run(http, body) for _ in range(runs)]
+    while True:
+        async with http.get("/api/v1/run", params={"status": "in_progress", "limit": "1"}) as answer:
+            if (await answer.json())["total"] == 0:
+                break
+        await asyncio.sleep(DASHBOARD_POLL_SECONDS)
+    elapsed = time.perf_counter() - began
+    ended = await statuses(http, ids)
+    failed = [i for i, status in ended.items() if status != "pass"]
+    if failed:
+        raise SystemExit(f"{len(failed)} of {runs} runs did not pass (first: {failed[0]})")
+    return per_minute(runs, elapsed)

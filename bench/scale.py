@@ -21,17 +21,15 @@ import os
 import signal
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
-from _shared import STEPS, bare_playwright, create, per_minute, scenariokit_serve, serve_page
+from _shared import STEPS, bare_playwright, create, per_minute, runs_per_minute, scenariokit_serve, serve_page
 
 from api import BENCH_KEY, DEFAULT_POSTGRES, postgres_schema
 
 API = "/api/v1"
-POLL_SECONDS = 0.25
 
 
 @contextlib.asynccontextmanager
@@ -66,26 +64,13 @@ async def workers(count: int, per_process: int, env: dict[str, str]) -> AsyncIte
 
 
 async def measure(url: str, page_url: str, runs: int) -> float:
-    """Seconds from the first ``POST /run`` until none is in progress."""
+    """Runs per minute from the first ``POST /run`` until none is in progress (every run must pass)."""
     async with aiohttp.ClientSession(url) as http:
         env = await create(http, f"{API}/environments", {"name": "scale", "data": {"url": page_url}})
         steps = [{"execCode": code} for code in STEPS]
         scenario = await create(http, f"{API}/scenarios", {"name": "scale", "steps": steps})
         body = {"scenarioId": scenario["id"], "environmentId": env["id"]}
-        began = time.perf_counter()
-        for _ in range(runs):
-            await create(http, f"{API}/run", body)
-        while True:
-            async with http.get(f"{API}/run", params={"status": "in_progress", "limit": "1"}) as answer:
-                if (await answer.json())["total"] == 0:
-                    break
-            await asyncio.sleep(POLL_SECONDS)
-        elapsed = time.perf_counter() - began
-        async with http.get(f"{API}/run", params={"status": "fail", "limit": "1"}) as answer:
-            failed = (await answer.json())["total"]
-        if failed:
-            raise SystemExit(f"{failed} runs failed")
-        return elapsed
+        return await runs_per_minute(http, body, runs)
 
 
 async def main() -> None:
@@ -114,9 +99,7 @@ async def main() -> None:
                         scenariokit_serve(Path(tmp), settle=0.5, env_extra=api_only) as served,
                         workers(count, args.workers, worker_env),
                     ):
-                        lines.append(
-                            (count, per_minute(args.runs, await measure(served.url, page_url, args.runs)))
-                        )
+                        lines.append((count, await measure(served.url, page_url, args.runs)))
     finally:
         await runner.cleanup()
     print(f"{args.runs} runs of a three-step scenario, {os.cpu_count()} cores,", end=" ")

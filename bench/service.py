@@ -23,6 +23,7 @@ from typing import Any
 
 import aiohttp
 from _shared import (
+    DASHBOARD_POLL_SECONDS,
     STEPS,
     bare_playwright,
     create,
@@ -38,7 +39,6 @@ from _shared import (
 from scenariokit.settings import Settings
 
 API = "/api/v1"
-DASHBOARD_POLL_SECONDS = 0.25
 
 
 async def through_the_service(url: str, runs: int) -> tuple[float, list[dict[str, Any]], str]:

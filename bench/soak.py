@@ -26,15 +26,23 @@ import signal
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import aiohttp
-from _shared import STEPS, create, per_minute, scenariokit_serve, serve_page, worker_children
+from _shared import (
+    DASHBOARD_POLL_SECONDS,
+    STEPS,
+    create,
+    queue_run,
+    runs_per_minute,
+    scenariokit_serve,
+    serve_page,
+    statuses,
+    worker_children,
+)
 
 from api import BENCH_KEY, Result, load, postgres_schema, seed
 
 API = "/api/v1"
-POLL_SECONDS = 0.25
 LOAD_CONNECTIONS = 16
 SOAK_CONNECTIONS = 8
 TARGET_RATIO = 0.9
@@ -47,39 +55,6 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-async def queue_run(http: aiohttp.ClientSession, body: dict[str, str]) -> str:
-    run: dict[str, Any] = await create(http, f"{API}/run", body)
-    return str(run["id"])
-
-
-async def statuses(http: aiohttp.ClientSession, ids: list[str]) -> dict[str, str]:
-    """The status of each run (one request per run: a run missing from the store is an error)."""
-    found = {}
-    for run_id in ids:
-        async with http.get(f"{API}/run/{run_id}", params={"limit": "1"}) as answer:
-            if answer.status != 200:
-                raise SystemExit(f"run {run_id} is lost: GET answered {answer.status}")
-            found[run_id] = (await answer.json())["status"]
-    return found
-
-
-async def runs_per_minute(http: aiohttp.ClientSession, body: dict[str, str], runs: int) -> float:
-    """Queue ``runs`` runs at once, await them as a dashboard does (one list request per poll)."""
-    began = time.perf_counter()
-    ids = [await queue_run(http, body) for _ in range(runs)]
-    while True:
-        async with http.get(f"{API}/run", params={"status": "in_progress", "limit": "1"}) as answer:
-            if (await answer.json())["total"] == 0:
-                break
-        await asyncio.sleep(POLL_SECONDS)
-    elapsed = time.perf_counter() - began
-    ended = await statuses(http, ids)
-    failed = [i for i, status in ended.items() if status != "pass"]
-    if failed:
-        raise SystemExit(f"{len(failed)} of {runs} runs did not pass (first: {failed[0]})")
-    return per_minute(runs, elapsed)
 
 
 async def soak(
@@ -102,7 +77,7 @@ async def soak(
                     async with http.get(f"{API}/run/{run_id}", params={"limit": "1"}) as answer:
                         if (await answer.json())["status"] in FINISHED:
                             break
-                    await asyncio.sleep(POLL_SECONDS)
+                    await asyncio.sleep(DASHBOARD_POLL_SECONDS)
 
         runners = [asyncio.create_task(keep_running()) for _ in range(parallel)]
         deadline = time.monotonic() + minutes * 60
