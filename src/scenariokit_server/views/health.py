@@ -49,6 +49,8 @@ def sandbox_kind(app: web.Application, settings: Settings) -> str:
     scheduler = app.get(keys.SCHEDULER)
     started = getattr(getattr(scheduler, "pool", None), "sandbox_kind", None)
     return started or sandbox_status(settings.sandbox)
+
+
 def browser_build() -> str | None:
     """Which build runs use, with its version and path (see docs/deployment.md), or None."""
     try:
