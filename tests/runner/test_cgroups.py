@@ -15,7 +15,7 @@ from scenariokit.runner.cgroups import RunGroups, open_run_groups
 
 @pytest.fixture
 def groups() -> Iterator[RunGroups]:
-    found = open_run_groups(256, 20, tag=f"test-{os.getpid()}-{id(object())}")
+    found = open_run_groups(256, 20, tag=f"test{id(object())}")
     if found is None:
         pytest.skip("this machine lets this process make no memory control group (not root, no cgroup fs)")
     try:
@@ -104,3 +104,23 @@ def test_none_without_a_writable_hierarchy(tmp_path: Path) -> None:
     memory.mkdir()
     (memory / "memory.limit_in_bytes").write_text("0")
     assert open_run_groups(64, 20, root=tmp_path, proc_cgroup="4:memory:/elsewhere\n") is None
+
+
+def test_groups_a_killed_process_left_are_removed_by_the_next_one() -> None:
+    child = subprocess.run(
+        [sys.executable, "-c", "from scenariokit.runner.cgroups import open_run_groups as o\n"
+         "g=o(256,20,tag='left')\nr=g.create()\nprint(*(p.path for p in r.places))"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    left = [Path(p) for p in child.stdout.split()]
+    if not left:
+        pytest.skip(f"no control groups here: {child.stderr[-300:]}")
+    assert all(path.exists() for path in left)
+    found = open_run_groups(256, 20, tag="next")
+    assert found is not None
+    try:
+        assert not any(path.exists() for path in left)
+        assert not any(path.parent.exists() for path in left)
+    finally:
+        found.close()

@@ -22,6 +22,7 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import signal
 import time
 from collections.abc import Iterable
@@ -73,7 +74,7 @@ class RunGroup:
     def join(self, pid: int = 0) -> None:
         """Move ``pid`` (0: the calling process) into the group; the children it starts later are born
         in it. Safe between ``fork`` and ``exec`` (a ``preexec_fn``): plain system calls only."""
-        text = str(pid or os.getpid()).encode()
+        text = str(pid).encode() if pid else b"0"  # "0" is the writer itself
         for name in self.procs_files:
             fd = os.open(name, os.O_WRONLY)
             try:
@@ -275,6 +276,43 @@ def _candidates(root: Path, own: dict[str, str]) -> Iterable[_Place]:
                 yield _Place(1, group, (controller,))
 
 
+#: a process's folders are named ``scenariokit-<its PID namespace>-<pid>[-<tag>]``: the namespace says
+#: whose pid it is (another container may share the hierarchy), so only this namespace's dead are removed
+PREFIX = "scenariokit-"
+_NAME = re.compile(rf"{PREFIX}(\d+)-(\d+)(-.*)?")
+
+
+def _pid_namespace() -> int:
+    with contextlib.suppress(OSError):
+        return os.stat("/proc/self/ns/pid").st_ino
+    return 0
+
+
+def _remove_dead(parent: _Place, limits: GroupLimits) -> None:
+    """Remove the folders a process of this PID namespace left when it was killed before closing them."""
+    namespace = _pid_namespace()
+    with contextlib.suppress(OSError):
+        for child in parent.path.iterdir():
+            found = _NAME.fullmatch(child.name)
+            if (
+                found
+                and int(found.group(1)) == namespace
+                and child.is_dir()
+                and not _alive(int(found.group(2)))
+            ):
+                RunGroups((attrs.evolve(parent, path=child),), limits).close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def open_run_groups(
     memory_mb: int,
     processes: int,
@@ -285,7 +323,8 @@ def open_run_groups(
 ) -> RunGroups | None:
     """This process's :class:`RunGroups`, each run held to ``memory_mb`` MiB and ``processes`` tasks
     beyond :data:`BROWSER_TASKS`, or None where the machine lets it make none. ``root``,
-    ``proc_cgroup`` and ``tag`` (the folders' name; the pid by default) are for tests.
+    ``tag`` tells apart the groups of several pools of one process; ``root`` and ``proc_cgroup`` are
+    for tests.
     """
     if not root.is_dir():
         return None
@@ -294,9 +333,10 @@ def open_run_groups(
     except OSError:
         return None
     limits = GroupLimits(memory_bytes=memory_mb * 1024 * 1024, tasks=processes + BROWSER_TASKS)
-    name = f"scenariokit-{tag or os.getpid()}"
+    name = f"{PREFIX}{_pid_namespace()}-{os.getpid()}" + (f"-{tag}" if tag else "")
     places: list[_Place] = []
     for candidate in _candidates(root, _own_groups(text)):
+        _remove_dead(candidate, limits)
         wanted = tuple(c for c in candidate.controllers if not any(c in p.controllers for p in places))
         if not wanted:
             continue
