@@ -13,7 +13,9 @@ without it (``SCENARIOKIT_SANDBOX=off``); every run has a worker process of its 
 
 With ``--reused-tree PATH`` (a checkout of the release before one-run workers, whose workers served
 run after run), that tree's scenariokit runs the same scenarios with the same worker counts in a child
-process of this run, so the cost of one-run sandboxed workers is a ratio measured side by side.
+process of this run, so the cost of one-run sandboxed workers is a ratio measured side by side. That
+release is commit c7b9a1e (headless shell and timelines, workers reused): ``git worktree add --detach
+/tmp/reused c7b9a1e`` makes the checkout.
 
     python bench/runs.py [--scenarios 50] [--workers 1,2] [--rounds 1] [--reused-tree PATH]
 """
