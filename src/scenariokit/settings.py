@@ -114,6 +114,8 @@ class Settings:
     sandbox: SandboxMode = attrs.field(default="auto", validator=attrs.validators.in_(SANDBOX_MODES))
     #: how much memory step code may allocate in one run
     run_memory_mb: int = attrs.field(default=DEFAULT_MEMORY_MB, validator=_positive)
+    #: whether workers start the Playwright driver from a snapshot the pool builds (docs/deployment.md)
+    driver_snapshot: bool = True
     #: live authoring sessions at once (docs/authoring.md)
     authoring_max: int = attrs.field(default=2, validator=_positive)
     #: seconds an unused authoring session stays open
@@ -224,6 +226,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "run_scheduler": ("SCENARIOKIT_RUN_SCHEDULER", _flag),
     "sandbox": ("SCENARIOKIT_SANDBOX", parse_sandbox_mode),
     "run_memory_mb": ("SCENARIOKIT_RUN_MEMORY_MB", parse_memory_mb),
+    "driver_snapshot": ("SCENARIOKIT_DRIVER_SNAPSHOT", _flag),
     "authoring_max": ("SCENARIOKIT_AUTHORING_MAX", _positive_whole),
     "authoring_idle_seconds": ("SCENARIOKIT_AUTHORING_IDLE_SECONDS", _positive_number),
 }

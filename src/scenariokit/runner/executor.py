@@ -43,6 +43,7 @@ from scenariokit.domain.job import (
 from scenariokit.domain.model import RunErrorKind, utcnow
 from scenariokit.runner.browser import BrowserConfig, discover_browser
 from scenariokit.runner.cgroups import RunGroups, open_run_groups
+from scenariokit.runner.driver_snapshot import BLOB_NAME, seal_driver_snapshot, snapshot_builder
 from scenariokit.runner.masking import LogMasker, mask_text
 from scenariokit.runner.processes import kill_process_tree
 from scenariokit.runner.protocol import (
@@ -61,6 +62,7 @@ from scenariokit.runner.protocol import (
 from scenariokit.runner.run_watch import RunWatch
 from scenariokit.runner.sandbox import (
     POOL_DIR_PREFIX,
+    NodeCache,
     SandboxConfig,
     SandboxKind,
     bubblewrap_path,
@@ -69,6 +71,7 @@ from scenariokit.runner.sandbox import (
     remove_dir,
     resolve_sandbox,
     seal_node_cache,
+    worker_command,
 )
 from scenariokit.runner.stepcode import check_syntax
 from scenariokit.runner.worker import WorkerOptions
@@ -99,7 +102,17 @@ NODE_CACHE_SECONDS = 120.0
 WARM_SPARES = 1
 #: the Playwright driver's compile cache this process filled: every pool's workers read the one
 _node_cache: Path | None = None
+#: the driver's start-up snapshots this process built, by the variables its workers keep
+#: (``SandboxConfig.pass_env``): the snapshot is of a driver in exactly a worker's environment
+_driver_snapshots: dict[tuple[str, ...], Path] = {}
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def _last_error_line(stderr: str) -> str:
+    """What a failed Node said: its last error line, without the warnings and stack frames around it."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line and not line.startswith("at ")]
+    return (errors or lines or ["no message"])[-1][:500]
 
 
 @attrs.define
@@ -188,18 +201,31 @@ class WorkerPool:
             raise failures[0]
 
     async def _fill_node_cache(self, browser: BrowserConfig) -> None:
-        """Give the workers started from now on the driver's compile cache, filling it first if need be.
+        """Give the workers started from now on the driver's compile cache and start-up snapshot.
 
-        One cache serves every pool of this process (filled by the first, in the background: the
-        first workers start without it); a failure only means workers compile the driver's code
-        themselves, as they did before.
+        Each is made once and serves every pool of this process (made by the first, in the
+        background: the first workers start without them); a failure only means workers load the
+        driver's code themselves, as they did before.
         """
         global _node_cache
         known = _node_cache
         if known is None or not await asyncio.to_thread(known.is_dir):
             known = _node_cache = await self._filled_node_cache(browser)
         if known is not None and not self._closed:
-            self._launch = attrs.evolve(self._launch, node_cache=known)
+            self._launch = attrs.evolve(self._launch, node_cache=NodeCache(compile_cache=known))
+        if not self._sandbox.driver_snapshot or self._closed:
+            return
+        key = self._sandbox.pass_env
+        snapshot = _driver_snapshots.get(key)
+        if snapshot is None or not await asyncio.to_thread((snapshot / BLOB_NAME).is_file):
+            snapshot = await self._built_driver_snapshot(known)
+            if snapshot is None:
+                return
+            _driver_snapshots[key] = snapshot
+        if not self._closed:
+            self._launch = attrs.evolve(
+                self._launch, node_cache=NodeCache(compile_cache=known, snapshot=snapshot)
+            )
 
     @staticmethod
     async def _filled_node_cache(browser: BrowserConfig) -> Path | None:
@@ -230,6 +256,57 @@ class WorkerPool:
             return filled
         except Exception as exc:  # workers go without it
             logger.info("no compile cache for the Playwright driver: %s: %s", type(exc).__name__, exc)
+            await asyncio.to_thread(remove_dir, folder)
+            return None
+        except BaseException:
+            await asyncio.to_thread(remove_dir, folder)
+            raise
+        finally:
+            if process is not None and process.returncode is None:
+                await asyncio.to_thread(kill_process_tree, process.pid)
+                await process.wait()
+            await asyncio.to_thread(remove_dir, scratch)
+
+    async def _built_driver_snapshot(self, compile_cache: Path | None) -> Path | None:
+        """The driver's start-up snapshot, built by Node running only Playwright's code; None if that failed.
+
+        It is built in the environment a worker has (``HOME`` and ``TMPDIR`` a scratch folder), in a
+        folder of its own named like the pools' (``make_pool_dir`` removes it once this process is
+        gone), made read-only once built. A failure is logged: workers start the driver as before.
+        """
+        prefix = f"{POOL_DIR_PREFIX}{os.getpid()}-driver-snapshot-"
+        folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
+        scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix + "building-"))
+        process = None
+        try:
+            for sub in ("home", "tmp"):
+                await asyncio.to_thread((scratch / sub).mkdir)
+            as_worker = NodeCache(compile_cache=compile_cache, snapshot=folder)
+            env = worker_command("none", scratch, self._sandbox, None, 0, node_cache=as_worker).env
+            command = await asyncio.to_thread(snapshot_builder, folder, env)
+            if command is None:
+                raise RuntimeError("this Playwright ships no Node.js of its own")
+            argv, env = command
+            process = await asyncio.create_subprocess_exec(
+                *argv, env=env, cwd=scratch, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )  # fmt: skip
+            _, err = await asyncio.wait_for(process.communicate(), NODE_CACHE_SECONDS)
+            if process.returncode != 0:
+                raise RuntimeError(_last_error_line(err.decode("utf-8", "replace")))
+            built = await asyncio.to_thread(seal_driver_snapshot, folder)
+            if built is None:
+                raise RuntimeError("Node wrote no snapshot")
+            atexit.register(remove_dir, folder)  # else the next pool's start removes it
+            logger.info("Playwright driver snapshot built: workers start the driver from %s", built)
+            return built
+        except Exception as exc:  # workers go without it
+            logger.warning(
+                "no start-up snapshot of the Playwright driver, workers load it as before: %s: %s",
+                type(exc).__name__,
+                exc,
+            )
             await asyncio.to_thread(remove_dir, folder)
             return None
         except BaseException:
@@ -285,8 +362,8 @@ class WorkerPool:
         return launch if self._idle is not None else None
 
     @property
-    def node_cache(self) -> Path | None:
-        """The Playwright driver's compile cache new workers read, once the pool has filled it."""
+    def node_cache(self) -> NodeCache | None:
+        """The driver's compile cache and start-up snapshot new workers get, once the pool made them."""
         launch: WorkerLaunch | None = getattr(self, "_launch", None)
         return launch.node_cache if launch is not None else None
 

@@ -32,12 +32,15 @@ from typing import Literal, cast
 import attrs
 
 from scenariokit.domain.errors import ScenarioKitError
+from scenariokit.runner.driver_snapshot import LAUNCHER_NAME, NODE_PATH_ENV, SANDBOX_DRIVER_SNAPSHOT
 
 SandboxMode = Literal["auto", "bubblewrap", "off"]
 SandboxKind = Literal["bubblewrap", "none"]
 SANDBOX_MODES: tuple[SandboxMode, ...] = ("auto", "bubblewrap", "off")
 SANDBOX_ENV = "SCENARIOKIT_SANDBOX"
 MEMORY_ENV = "SCENARIOKIT_RUN_MEMORY_MB"
+#: ``false`` (or ``0``, ``no``): workers start the Playwright driver without the pool's snapshot
+DRIVER_SNAPSHOT_ENV = "SCENARIOKIT_DRIVER_SNAPSHOT"
 DEFAULT_MEMORY_MB = 2048
 
 #: The user ids workers run as when the service runs as root: each live worker leases one of its own
@@ -110,15 +113,22 @@ class SandboxConfig:
     hidden: tuple[Path, ...] = ()
     #: extra environment variables a worker keeps (``SCENARIOKIT_*`` never pass)
     pass_env: tuple[str, ...] = ()
+    #: whether the pool builds the driver's start-up snapshot for its workers
+    driver_snapshot: bool = True
 
     @classmethod
     def from_env(
         cls, environ: Mapping[str, str] = os.environ, *, hidden: Iterable[Path] = (), **fields: object
     ) -> SandboxConfig:
-        """``SCENARIOKIT_SANDBOX`` and ``SCENARIOKIT_RUN_MEMORY_MB`` from the environment."""
+        """``SCENARIOKIT_SANDBOX``, ``SCENARIOKIT_RUN_MEMORY_MB`` and ``SCENARIOKIT_DRIVER_SNAPSHOT``.
+
+        The service checked their values when it started (``settings.py``).
+        """
         mode = parse_sandbox_mode((environ.get(SANDBOX_ENV) or "auto").strip())
         memory = (environ.get(MEMORY_ENV) or "").strip()
         limits = ResourceLimits(memory_mb=parse_memory_mb(memory)) if memory else ResourceLimits()
+        snapshot = (environ.get(DRIVER_SNAPSHOT_ENV) or "true").strip().lower() not in ("false", "0", "no")
+        fields.setdefault("driver_snapshot", snapshot)
         return cls(mode=mode, limits=limits, hidden=tuple(hidden), **fields)  # type: ignore[arg-type]
 
 
@@ -390,6 +400,16 @@ def seal_node_cache(folder: Path) -> Path | None:
 
 
 @attrs.frozen
+class NodeCache:
+    """What the pool prepared once so that every worker's Playwright driver starts with less work."""
+
+    #: the folder of the driver's compile cache Node filled (:func:`seal_node_cache`)
+    compile_cache: Path | None = None
+    #: the folder of the driver's start-up snapshot (``runner/driver_snapshot.py``)
+    snapshot: Path | None = None
+
+
+@attrs.frozen
 class WorkerCommand:
     """How to start one worker: argv, environment, where its private directory is on each side."""
 
@@ -417,16 +437,18 @@ def worker_command(
     fd: int,
     bwrap: str | None = None,
     user: int | None = None,
-    node_cache: Path | None = None,
+    node_cache: NodeCache | None = None,
 ) -> WorkerCommand:
     """The command that starts a worker in ``run_dir`` under the ``kind`` of sandbox, its pipe on ``fd``.
 
     ``user`` is the id the worker switches to before it imports anything (its lease,
     :func:`lease_worker_user`, when :func:`drops_user`); it is only taken under bubblewrap.
-    ``node_cache`` is the folder of the driver's compile cache the pool filled
-    (:func:`seal_node_cache`); under bubblewrap it is bound read-only where Node looks for the
-    worker's own user id.
+    ``node_cache`` is what the pool prepared for the driver: the compile cache (under bubblewrap
+    bound read-only where Node looks for the worker's own user id) and the start-up snapshot (bound
+    read-only, its launcher named by ``PLAYWRIGHT_NODEJS_PATH``).
     """
+    compile_cache = node_cache.compile_cache if node_cache is not None else None
+    snapshot = node_cache.snapshot if node_cache is not None else None
     path = [entry for entry in sys.path if entry and Path(entry).resolve() != Path.cwd().resolve()]
     python = [sys.executable, "-I", "-c", BOOTSTRAP, json.dumps(path)]
     if kind == "bubblewrap":
@@ -434,19 +456,24 @@ def worker_command(
             raise ValueError("a sandboxed worker of a service running as root needs a user id of its own")
         needed = needed_paths(browser_executable)
         argv = bubblewrap_argv(run_dir, config.hidden, needed, bwrap)
-        if node_cache is not None:
-            prefix = node_cache.name.rpartition("-")[0]
+        if compile_cache is not None:
+            prefix = compile_cache.name.rpartition("-")[0]
             inner_uid = user if user is not None else os.getuid()
             bound = f"{SANDBOX_NODE_CACHE}/{prefix}-{inner_uid}"
-            argv += ["--perms", "0755", "--dir", SANDBOX_NODE_CACHE, "--ro-bind", str(node_cache), bound]
+            argv += ["--perms", "0755", "--dir", SANDBOX_NODE_CACHE, "--ro-bind", str(compile_cache), bound]
+        if snapshot is not None:
+            argv += ["--ro-bind", str(snapshot), SANDBOX_DRIVER_SNAPSHOT]
         argv += ["--", *python]
-        inner, cache = SANDBOX_RUN_DIR, SANDBOX_NODE_CACHE
+        inner, cache, snapshot_dir = SANDBOX_RUN_DIR, SANDBOX_NODE_CACHE, SANDBOX_DRIVER_SNAPSHOT
     else:  # the service's own user filled it: Node finds its folder where it is
         argv, inner, user = python, str(run_dir), None
-        cache = str(node_cache.parent) if node_cache is not None else ""
+        cache = str(compile_cache.parent) if compile_cache is not None else ""
+        snapshot_dir = str(snapshot) if snapshot is not None else ""
     env = worker_environment(inner, extra=config.pass_env)
-    if node_cache is not None:
+    if compile_cache is not None:
         env[NODE_CACHE_ENV] = cache
+    if snapshot is not None:
+        env[NODE_PATH_ENV] = f"{snapshot_dir}/{LAUNCHER_NAME}"
     argv += [str(fd), str(user) if user is not None else ""]
     return WorkerCommand(
         argv=argv, env=env, run_dir=run_dir, inner_dir=inner, bubblewrap=kind == "bubblewrap", user=user

@@ -38,6 +38,7 @@ from scenariokit.runner.protocol import (
 )
 from scenariokit.runner.sandbox import (
     MEMORY_ENV,
+    NodeCache,
     ResourceLimits,
     SandboxConfig,
     SandboxKind,
@@ -87,8 +88,9 @@ class WorkerLaunch:
     options: WorkerOptions
     #: the ``bwrap`` executable found when the pool started (under bubblewrap)
     bwrap: str | None = None
-    #: the Playwright driver's compile cache the pool filled, once it is (read-only for workers)
-    node_cache: Path | None = None
+    #: the Playwright driver's compile cache and start-up snapshot the pool made, once it has (read-only
+    #: for workers)
+    node_cache: NodeCache | None = None
     #: where each worker's control group is made (None: the machine gives none, rlimits alone apply)
     groups: RunGroups | None = None
 
