@@ -9,7 +9,7 @@ writes). The window starts with warm workers and ends once the workers started f
 warm again, so it holds exactly one worker start per run. The bare Playwright script is measured the
 same way (its driver and browser processes), so the two sit side by side.
 
-    python bench/cpu.py [--scenarios 30] [--workers 2] [--sandbox bubblewrap,off]
+    python bench/cpu.py [--scenarios 30] [--workers 2] [--sandbox bubblewrap,off] [--driver-snapshot on,off]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from _shared import STEPS, bare_playwright, serve_page
 import scenariokit
 from scenariokit.domain.model import RunStatus
 from scenariokit.formats.queries import RunQuery
-from scenariokit.runner.sandbox import SANDBOX_ENV, bubblewrap_works
+from scenariokit.runner.sandbox import DRIVER_SNAPSHOT_ENV, SANDBOX_ENV, bubblewrap_works
 
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -135,8 +135,9 @@ def report(label: str, count: int, seconds: float, sampler: CpuSampler, parent_l
         print(f"    {component:34s} {cpu / count * 1000:7.0f} ms")
 
 
-async def scenariokit_cpu(url: str, count: int, workers: int, sandbox: str) -> None:
+async def scenariokit_cpu(url: str, count: int, workers: int, sandbox: str, snapshot: str = "on") -> None:
     os.environ[SANDBOX_ENV] = sandbox
+    os.environ[DRIVER_SNAPSHOT_ENV] = "true" if snapshot == "on" else "false"
     with tempfile.TemporaryDirectory() as tmp:
         async with scenariokit.open_kit(f"sqlite:///{Path(tmp) / 'bench.db'}", workers=workers) as kit:
             env = await kit.environments.create({"name": "bench", "data": {"url": url}})
@@ -146,6 +147,7 @@ async def scenariokit_cpu(url: str, count: int, workers: int, sandbox: str) -> N
             ]
             with CpuSampler() as sampler:
                 scheduler = await kit.start_runner()
+                await scheduler.pool.node_cache_made()  # made in the background: not in the window
                 await _until_warm(scheduler.pool)
                 sampler.baseline()
                 began = time.perf_counter()
@@ -157,8 +159,8 @@ async def scenariokit_cpu(url: str, count: int, workers: int, sandbox: str) -> N
                 took = time.perf_counter() - began
                 await _until_warm(scheduler.pool)  # the workers for the next runs, paid in this window
                 await asyncio.sleep(0.5)
-            report(f"scenariokit, {workers} worker(s), sandbox {sandbox}", count, took, sampler,
-                   "scheduler process (pool, store)")  # fmt: skip
+            label = f"scenariokit, {workers} worker(s), sandbox {sandbox}, driver snapshot {snapshot}"
+            report(label, count, took, sampler, "scheduler process (pool, store)")
 
 
 async def _until_warm(pool: object) -> None:
@@ -181,13 +183,17 @@ async def main() -> None:
     parser.add_argument("--scenarios", type=int, default=30)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--sandbox", default="bubblewrap,off" if bubblewrap_works() else "off")
+    parser.add_argument(
+        "--driver-snapshot", default="on", help="on, off, or on,off to compare in one session"
+    )
     args = parser.parse_args()
     runner, url = await serve_page()
     try:
         await bare_playwright(url, 2)
         await bare_cpu(url, args.scenarios)
         for sandbox in args.sandbox.split(","):
-            await scenariokit_cpu(url, args.scenarios, args.workers, sandbox)
+            for snapshot in args.driver_snapshot.split(","):
+                await scenariokit_cpu(url, args.scenarios, args.workers, sandbox, snapshot)
     finally:
         await runner.cleanup()
 

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import pytest_asyncio
 
@@ -100,6 +101,12 @@ def _wait_until_gone(pids: set[int], timeout: float = 5.0) -> set[int]:
 def marked_sandbox() -> SandboxConfig:
     """The sandbox settings of the environment, with the browser marker passed to the workers."""
     return SandboxConfig.from_env(pass_env=(MARKER_ENV,))
+
+
+@pytest.fixture
+def marked_sandbox_with() -> Callable[..., SandboxConfig]:
+    """The environment's sandbox settings with the browser marker and ``*names`` passed, ``**fields`` set."""
+    return lambda *names, **fields: attrs.evolve(marked_sandbox(), pass_env=(MARKER_ENV, *names), **fields)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from scenariokit.runner import sandbox
 from scenariokit.runner.browser import BrowserConfig
 from scenariokit.runner.executor import WorkerPool
 from scenariokit.runner.sandbox import (
+    NodeCache,
     NoWorkerUser,
     SandboxConfig,
     SandboxUnavailable,
@@ -230,8 +231,9 @@ def test_a_worker_reads_the_compile_cache_where_node_looks_for_its_own_user(tmp_
     filled.mkdir(parents=True)
     user = TEST_UIDS[0] if os.geteuid() == 0 else None
 
-    boxed = worker_command("bubblewrap", tmp_path, SandboxConfig(), None, 3, "/usr/bin/bwrap", user, filled)
-    plain = worker_command("off", tmp_path, SandboxConfig(), None, 3, node_cache=filled)
+    cache = NodeCache(compile_cache=filled)
+    boxed = worker_command("bubblewrap", tmp_path, SandboxConfig(), None, 3, "/usr/bin/bwrap", user, cache)
+    plain = worker_command("off", tmp_path, SandboxConfig(), None, 3, node_cache=cache)
 
     inner_uid = user if user is not None else os.getuid()
     joined = " ".join(boxed.argv)

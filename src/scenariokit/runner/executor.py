@@ -361,6 +361,12 @@ class WorkerPool:
         launch: WorkerLaunch | None = getattr(self, "_launch", None)
         return launch if self._idle is not None else None
 
+    async def node_cache_made(self) -> NodeCache | None:
+        """Wait until the pool has made (or given up) the driver's compile cache and snapshot: what it has."""
+        if self._node_cache_task is not None:
+            await asyncio.shield(self._node_cache_task)
+        return self.node_cache
+
     @property
     def node_cache(self) -> NodeCache | None:
         """The driver's compile cache and start-up snapshot new workers get, once the pool made them."""

@@ -1,0 +1,298 @@
+"""The Playwright driver's start-up snapshot: how it is built, sealed, given to workers, and left aside.
+
+The launcher and the worker's command are checked as they are written; the snapshot itself is built by
+the real Node shipped with Playwright and started the way a worker's Playwright starts its driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob
+from scenariokit.runner import driver_snapshot, sandbox
+from scenariokit.runner.driver_snapshot import (
+    BLOB_NAME,
+    LAUNCHER_NAME,
+    NODE_PATH_ENV,
+    SANDBOX_DRIVER_SNAPSHOT,
+    bundled_driver,
+    launcher_script,
+    seal_driver_snapshot,
+    snapshot_builder,
+)
+from scenariokit.runner.executor import WorkerPool
+from scenariokit.runner.sandbox import NodeCache, SandboxConfig, SandboxMode, bubblewrap_works, worker_command
+
+TEST_UID = 0x7000_0000 + 4000
+
+
+def test_a_worker_starts_the_driver_through_the_launcher_of_a_snapshot_bound_read_only(
+    tmp_path: Path,
+) -> None:
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    user = TEST_UID if os.geteuid() == 0 else None
+    cache = NodeCache(snapshot=snapshot)
+
+    boxed = worker_command("bubblewrap", tmp_path, SandboxConfig(), None, 3, "/usr/bin/bwrap", user, cache)
+    plain = worker_command("none", tmp_path, SandboxConfig(), None, 3, node_cache=cache)
+
+    joined = " ".join(boxed.argv)
+    assert f"--ro-bind {snapshot} {SANDBOX_DRIVER_SNAPSHOT} " in joined
+    assert boxed.env[NODE_PATH_ENV] == f"{SANDBOX_DRIVER_SNAPSHOT}/{LAUNCHER_NAME}"
+    assert plain.env[NODE_PATH_ENV] == str(snapshot / LAUNCHER_NAME)
+    assert sandbox.NODE_CACHE_ENV not in plain.env  # no compile cache given, none named
+    assert NODE_PATH_ENV not in worker_command("none", tmp_path, SandboxConfig(), None, 3).env
+    assert (
+        NODE_PATH_ENV
+        not in worker_command("none", tmp_path, SandboxConfig(), None, 3, node_cache=NodeCache()).env
+    )
+
+
+def test_a_sealed_snapshot_is_read_only_and_a_build_that_wrote_no_blob_is_none(tmp_path: Path) -> None:
+    folder = tmp_path / "snapshot"
+    folder.mkdir()
+    (folder / LAUNCHER_NAME).write_text("#!/bin/sh\n")
+    assert seal_driver_snapshot(folder) is None  # no blob
+    (folder / BLOB_NAME).write_bytes(b"")
+    assert seal_driver_snapshot(folder) is None  # an empty one
+
+    (folder / BLOB_NAME).write_bytes(b"blob")
+    assert seal_driver_snapshot(folder) == folder
+    assert (folder / BLOB_NAME).stat().st_mode & 0o777 == 0o444
+    assert (folder / LAUNCHER_NAME).stat().st_mode & 0o777 == 0o555
+    assert folder.stat().st_mode & 0o777 == 0o555
+    sandbox.remove_dir(folder)  # the pool removes it, read-only or not
+    assert not folder.exists()
+
+
+def _fake_driver(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A "Node" that prints its arguments, a driver package, and a launcher folder for them."""
+    node = tmp_path / "bin" / "node"
+    node.parent.mkdir()
+    node.write_text('#!/bin/sh\necho "$@"\n')
+    node.chmod(0o755)
+    package = tmp_path / "package"
+    (package / "lib").mkdir(parents=True)
+    (package / "lib" / "coreBundle.js").write_text("")
+    folder = tmp_path / "snapshot"
+    folder.mkdir()
+    launcher = folder / LAUNCHER_NAME
+    launcher.write_text(launcher_script(node, package))
+    launcher.chmod(0o755)
+    return node, package, launcher
+
+
+def _started(launcher: Path) -> str:
+    return subprocess.run(
+        [launcher, "cli.js", "run-driver"], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_the_launcher_starts_node_from_the_blob_beside_it_only_while_the_blob_is_newer_than_the_driver(
+    tmp_path: Path,
+) -> None:
+    node, package, launcher = _fake_driver(tmp_path)
+    blob = launcher.parent / BLOB_NAME
+    assert _started(launcher) == "cli.js run-driver\n"  # no blob: the ordinary start
+
+    blob.write_bytes(b"blob")
+    past = blob.stat().st_mtime - 3600
+    os.utime(node, (past, past))
+    os.utime(package / "lib" / "coreBundle.js", (past, past))
+    assert _started(launcher) == f"--snapshot-blob {blob} cli.js run-driver\n"
+
+    os.utime(package / "lib" / "coreBundle.js", (past + 7200, past + 7200))  # the driver upgraded since
+    assert _started(launcher) == "cli.js run-driver\n"
+    os.utime(package / "lib" / "coreBundle.js", (past, past))
+    os.utime(node, (past + 7200, past + 7200))  # Node upgraded since
+    assert _started(launcher) == "cli.js run-driver\n"
+
+
+# --- with the real driver ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A snapshot of the real driver, built as the pool builds it; and the environment it was built in."""
+    if bundled_driver() is None:
+        pytest.skip("this Playwright ships no Node.js of its own")
+    base = tmp_path_factory.mktemp("driver-snapshot")
+    folder, scratch = base / "snapshot", base / "scratch"
+    for sub in ("home", "tmp"):
+        (scratch / sub).mkdir(parents=True)
+    env = worker_command("none", scratch, SandboxConfig(), None, 0, node_cache=NodeCache(snapshot=folder)).env
+    command = snapshot_builder(folder, env)
+    assert command is not None
+    argv, build_env = command
+    done = subprocess.run(argv, env=build_env, cwd=scratch, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert seal_driver_snapshot(folder) == folder
+    return folder, build_env
+
+
+def _driver_version(launcher: Path, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    found = bundled_driver()
+    assert found is not None
+    cli = found[1] / "cli.js"
+    return subprocess.run(
+        [launcher, cli, "--version"], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_driver_starts_from_its_snapshot_in_the_environment_it_was_built_in(
+    built: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    folder, env = built
+    started = _driver_version(folder / LAUNCHER_NAME, env, tmp_path)
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith("Version ")
+    assert "without its start-up snapshot" not in started.stderr
+
+
+def test_a_driver_whose_variable_read_while_loading_changed_loads_the_ordinary_way(
+    built: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    # DEBUG decides, while the driver loads, which of its debug logs are on: a snapshot built
+    # without it would keep them off. The driver starts again without the snapshot and says why.
+    folder, env = built
+    started = _driver_version(folder / LAUNCHER_NAME, {**env, "DEBUG": "pw:protocol"}, tmp_path)
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith("Version ")
+    assert "loads without its start-up snapshot: DEBUG changed since it was built" in started.stderr
+
+
+def test_a_driver_whose_snapshot_is_gone_starts_the_ordinary_way(
+    built: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    folder, env = built
+    alone = tmp_path / "no-blob"
+    alone.mkdir()
+    (alone / LAUNCHER_NAME).write_text((folder / LAUNCHER_NAME).read_text())
+    (alone / LAUNCHER_NAME).chmod(0o755)
+    started = _driver_version(alone / LAUNCHER_NAME, env, tmp_path)
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith("Version ")
+
+
+# --- in a pool's workers --------------------------------------------------------------------------------
+
+#: step code that reports how its worker's driver was started, then makes HTTP requests from the
+#: driver itself (the modules a snapshot cannot hold, loaded on first use): the API request
+#: context, and a route that fetches the real response before fulfilling it
+DRIVER_AND_HTTP = """
+import os
+me = os.getpid()
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+        cmdline = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')
+        parent = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])
+    except OSError:
+        continue
+    if parent == me and b'run-driver' in cmdline:
+        print('snapshot', b'--snapshot-blob' in cmdline)
+answer = await page.request.get(helpers.env['url'])
+print('request', answer.status, 'Welcome' in await answer.text())
+async def fetched(route):
+    response = await route.fetch()
+    await route.fulfill(response=response, body=f'fetched {response.status}')
+await page.route('**/login', fetched)
+await page.goto(helpers.env['loginUrl'])
+print('route', await page.text_content('body'))
+"""
+
+
+def _printed(events: list[object], prefix: str) -> list[str]:
+    lines = [event.message for event in events if isinstance(event, LogEvent)]
+    return [line[len(prefix) :] for line in lines if line.startswith(prefix)]
+
+
+async def _run(pool: WorkerPool, job: RunJob) -> tuple[RunFinished, list[RunEvent]]:
+    events: list[RunEvent] = []
+
+    async def collect(event: RunEvent) -> None:
+        events.append(event)
+
+    return await pool.execute(job, collect), events
+
+
+async def _runs_until_started_from_snapshot(
+    pool: WorkerPool, make_job: Callable[..., RunJob], *, expected: bool
+) -> list[object]:
+    """Run the step on fresh workers until one started after the pool made its cache (the spares did not)."""
+    events: list[object] = []
+    for _ in range(pool.size + 2):
+        outcome, events = await _run(pool, make_job(DRIVER_AND_HTTP, step_timeout=30.0))
+        assert outcome.status == "pass", outcome.error
+        assert _printed(events, "request ") == ["200 True"]
+        assert _printed(events, "route ") == ["fetched 200"]
+        if _printed(events, "snapshot ") == [str(expected)]:
+            return events
+    raise AssertionError(f"no worker's driver was started {'from' if expected else 'without'} the snapshot")
+
+
+@pytest.mark.browser
+@pytest.mark.asyncio(loop_scope="session")
+@pytest.mark.parametrize("mode", ["bubblewrap", "off"])
+async def test_workers_start_the_driver_from_the_pools_snapshot_and_it_speaks_http(
+    mode: SandboxMode,
+    browser_marker: str,
+    make_job: Callable[..., RunJob],
+    marked_sandbox_with: Callable[..., SandboxConfig],
+) -> None:
+    if mode == "bubblewrap" and not bubblewrap_works():
+        pytest.skip("bubblewrap does not work here")
+    async with WorkerPool(1, sandbox=marked_sandbox_with(mode=mode)) as pool:
+        made = await pool.node_cache_made()
+        assert made is not None and made.snapshot is not None, "the pool built no snapshot"
+        await _runs_until_started_from_snapshot(pool, make_job, expected=True)
+
+
+@pytest.mark.browser
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_pool_whose_snapshot_build_fails_says_so_and_its_workers_start_the_driver_as_before(
+    browser_marker: str,
+    make_job: Callable[..., RunJob],
+    marked_sandbox_with: Callable[..., SandboxConfig],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Loading `http` while building is what a snapshot cannot hold (Node aborts): a Playwright whose
+    # loading did that again would fail the same way.
+    entry = tmp_path / "entry.js"
+    entry.write_text(
+        "require('http');\nrequire('v8').startupSnapshot.setDeserializeMainFunction(() => {});\n"
+    )
+    monkeypatch.setattr(driver_snapshot, "SNAPSHOT_ENTRY", entry)
+    # a worker environment of its own: no snapshot this process built already is reused
+    config = marked_sandbox_with("DRIVER_SNAPSHOT_TEST")
+    with caplog.at_level(logging.WARNING, logger="scenariokit.runner.executor"):
+        async with WorkerPool(1, sandbox=config) as pool:
+            made = await pool.node_cache_made()
+            assert made is not None and made.compile_cache is not None and made.snapshot is None
+            await _runs_until_started_from_snapshot(pool, make_job, expected=False)
+    said = [record.getMessage() for record in caplog.records]
+    assert any(
+        "no start-up snapshot of the Playwright driver, workers load it as before" in line for line in said
+    )
+
+
+@pytest.mark.browser
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_pool_told_not_to_builds_no_snapshot(
+    browser_marker: str, make_job: Callable[..., RunJob], marked_sandbox_with: Callable[..., SandboxConfig]
+) -> None:
+    assert not SandboxConfig.from_env({"SCENARIOKIT_DRIVER_SNAPSHOT": "false"}).driver_snapshot
+    assert SandboxConfig.from_env({}).driver_snapshot
+    config = marked_sandbox_with(driver_snapshot=False)
+    async with WorkerPool(1, sandbox=config) as pool:
+        made = await pool.node_cache_made()
+        assert made is None or made.snapshot is None
+        await _runs_until_started_from_snapshot(pool, make_job, expected=False)
