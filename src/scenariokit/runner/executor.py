@@ -62,6 +62,7 @@ from scenariokit.runner.protocol import (
 from scenariokit.runner.run_watch import RunWatch
 from scenariokit.runner.sandbox import (
     POOL_DIR_PREFIX,
+    SANDBOX_RUN_DIR,
     NodeCache,
     SandboxConfig,
     SandboxKind,
@@ -102,9 +103,9 @@ NODE_CACHE_SECONDS = 120.0
 WARM_SPARES = 1
 #: the Playwright driver's compile cache this process filled: every pool's workers read the one
 _node_cache: Path | None = None
-#: the driver's start-up snapshots this process built, by the variables its workers keep
+#: the driver's start-up snapshots this process built, by sandbox and the variables its workers keep
 #: (``SandboxConfig.pass_env``): the snapshot is of a driver in exactly a worker's environment
-_driver_snapshots: dict[tuple[str, ...], Path] = {}
+_driver_snapshots: dict[tuple[SandboxKind, tuple[str, ...]], Path] = {}
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -215,10 +216,10 @@ class WorkerPool:
             self._launch = attrs.evolve(self._launch, node_cache=NodeCache(compile_cache=known))
         if not self._sandbox.driver_snapshot or self._closed:
             return
-        key = self._sandbox.pass_env
+        key = (self._launch.kind, self._sandbox.pass_env)
         snapshot = _driver_snapshots.get(key)
         if snapshot is None or not await asyncio.to_thread((snapshot / BLOB_NAME).is_file):
-            snapshot = await self._built_driver_snapshot(known)
+            snapshot = await self._built_driver_snapshot(self._launch.kind, known)
             if snapshot is None:
                 return
             _driver_snapshots[key] = snapshot
@@ -267,12 +268,16 @@ class WorkerPool:
                 await process.wait()
             await asyncio.to_thread(remove_dir, scratch)
 
-    async def _built_driver_snapshot(self, compile_cache: Path | None) -> Path | None:
+    async def _built_driver_snapshot(self, kind: SandboxKind, compile_cache: Path | None) -> Path | None:
         """The driver's start-up snapshot, built by Node running only Playwright's code; None if that failed.
 
-        It is built in the environment a worker has (``HOME`` and ``TMPDIR`` a scratch folder), in a
-        folder of its own named like the pools' (``make_pool_dir`` removes it once this process is
-        gone), made read-only once built. A failure is logged: workers start the driver as before.
+        It is built in the environment a worker has, in a folder of its own named like the pools'
+        (``make_pool_dir`` removes it once this process is gone), made read-only once built. A
+        failure is logged: workers start the driver as before.
+
+        Playwright names a few folders from ``HOME`` and ``TMPDIR`` while loading. Under bubblewrap
+        they are those every worker sees; without it each run has folders of its own, so the
+        snapshot has the system's temporary folder and an empty home, as a run's is.
         """
         prefix = f"{POOL_DIR_PREFIX}{os.getpid()}-driver-snapshot-"
         folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
@@ -282,7 +287,10 @@ class WorkerPool:
             for sub in ("home", "tmp"):
                 await asyncio.to_thread((scratch / sub).mkdir)
             as_worker = NodeCache(compile_cache=compile_cache, snapshot=folder)
-            env = worker_command("none", scratch, self._sandbox, None, 0, node_cache=as_worker).env
+            inner = Path(SANDBOX_RUN_DIR) if kind == "bubblewrap" else scratch
+            env = worker_command("none", inner, self._sandbox, None, 0, node_cache=as_worker).env
+            if kind != "bubblewrap":
+                env["TMPDIR"] = tempfile.gettempdir()
             command = await asyncio.to_thread(snapshot_builder, folder, env)
             if command is None:
                 raise RuntimeError("this Playwright ships no Node.js of its own")
