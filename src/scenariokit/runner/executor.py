@@ -109,11 +109,14 @@ _driver_snapshots: dict[tuple[SandboxKind, tuple[str, ...]], Path] = {}
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def _last_error_line(stderr: str) -> str:
-    """What a failed Node said: its last error line, without the warnings and stack frames around it."""
+def _node_failure(code: int | None, stderr: str) -> str:
+    """What a failed Node said: the error it threw or V8's failed check, not its warnings and stack."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if "Error" in line and not line.startswith("at ")]
-    return (errors or lines or ["no message"])[-1][:500]
+    said = next(
+        (line for line in lines if re.match(r"[A-Za-z]*Error\b", line) or re.match(r"# .* failed$", line)),
+        lines[-1] if lines else "no message",
+    )
+    return f"node exited with {code}: {said.lstrip('# ')[:500]}"
 
 
 @attrs.define
@@ -302,7 +305,7 @@ class WorkerPool:
             )  # fmt: skip
             _, err = await asyncio.wait_for(process.communicate(), NODE_CACHE_SECONDS)
             if process.returncode != 0:
-                raise RuntimeError(_last_error_line(err.decode("utf-8", "replace")))
+                raise RuntimeError(_node_failure(process.returncode, err.decode("utf-8", "replace")))
             built = await asyncio.to_thread(seal_driver_snapshot, folder)
             if built is None:
                 raise RuntimeError("Node wrote no snapshot")
