@@ -6,9 +6,9 @@
 //
 // A V8 snapshot cannot hold Node's HTTP, HTTP/2 and TLS bindings, and the driver's bundles touch them
 // while loading. Those modules (and the web globals that load them, such as Headers) are stood in
-// for while building: a module's keys are known without loading it, a class the bundles extend
-// (http.Agent) is a placeholder that takes the real class as its parent once the snapshot runs, and
-// everything else is read from the real module on first use, after the start. Anything else that
+// for while building: a module's keys are known without loading it, a class the bundles read
+// (http.Agent, which proxy agents extend; Headers, Response) is a placeholder whose prototype chain
+// reaches the real class, and everything is read from the real module on first use, after the start. Anything else that
 // loading reads of its surroundings (environment variables, the clock's origin, the working
 // directory) is recorded; when a variable the driver read differs at start, the driver is started
 // again the ordinary way, so a snapshot never runs with a stale setting.
@@ -190,6 +190,7 @@ if (loadedNatives.length) throw new Error(`loading the driver loaded ${loadedNat
 if (clockOriginRead && typeof core.iso?.setTimeOrigin !== 'function') {
   throw new Error('the driver keeps the clock origin it read while loading, and offers no way to set it again');
 }
+if (typeof process.execve !== 'function') throw new Error('this Node.js cannot start the driver again the ordinary way');
 if (typeof core.libCli?.decorateProgram !== 'function' || typeof utils.program?.parse !== 'function') {
   throw new Error('the driver no longer starts as its cli.js did when this entry was written');
 }
