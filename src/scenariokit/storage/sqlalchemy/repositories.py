@@ -44,10 +44,12 @@ from scenariokit.formats.queries import (
     SessionQuery,
     SnippetQuery,
 )
+from scenariokit.formats.records import ScenarioRecord
 from scenariokit.storage import ports
 from scenariokit.storage.secrets import SecretBox
 
 from . import tables as t
+from .listing import ORDER_COLUMNS, scenario_page
 from .rows import DOCUMENTS, Encrypted, RowMap
 
 T = TypeVar("T")
@@ -242,7 +244,7 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
 
     table = t.scenarios
     row_map = RowMap(Scenario, t.scenarios, elsewhere=("steps", "credentials"))
-    order_columns = _NAMED_ORDER
+    order_columns = ORDER_COLUMNS  # one map for both reads of a page
 
     async def _load(self, rows: Sequence[sa.Row[Any]]) -> list[Scenario]:
         if not rows:
@@ -287,6 +289,9 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
     async def update(self, item: Scenario) -> None:
         await super().update(item)
         await self._write_children(item)
+
+    async def list_records(self, query: ScenarioQuery) -> Page[ScenarioRecord]:
+        return await scenario_page(self.conn, query, _like(query.q) if query.q else None)
 
     async def all_ids(self) -> list[uuid.UUID]:
         stmt = sa.select(self.table.c.id).order_by(self.table.c.created_at, self.table.c.id)
