@@ -7,6 +7,7 @@ query object checked them; every sort ends with the primary key so pages never s
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -54,6 +55,12 @@ from .rows import DOCUMENTS, Encrypted, RowMap
 
 T = TypeVar("T")
 Q = TypeVar("Q", bound=ListQuery)
+
+
+@functools.cache
+def _insert(table: sa.Table) -> sa.Insert:
+    """The INSERT of a table, its values given as parameters (the columns a row names)."""
+    return sa.insert(table)
 
 
 def _like(text: str) -> str:
@@ -144,7 +151,9 @@ class _TableRepository(Generic[T, Q]):
         return Page(items=tuple(await self._load(rows)), total=total, page=query.page, limit=query.limit)
 
     async def add(self, item: T) -> None:
-        await self.conn.execute(sa.insert(self.table).values(self.to_row(item)))
+        # The row as parameters of a statement built once: ``insert().values(row)`` is a new statement per
+        # call, whose cache key SQLAlchemy works out from every value (most of what a create cost).
+        await self.conn.execute(_insert(self.table), self.to_row(item))
 
     async def update(self, item: T) -> None:
         row = self.to_row(item)
@@ -268,14 +277,17 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
         await self.conn.execute(
             sa.delete(t.scenario_credentials).where(t.scenario_credentials.c.scenario_id == item.id)
         )
+        await self._insert_children(item)
+
+    async def _insert_children(self, item: Scenario) -> None:
         if item.steps:
             await self.conn.execute(
-                sa.insert(t.steps),
+                _insert(t.steps),
                 [{**_STEP_ROWS.to_row(step, self.box), "scenario_id": item.id} for step in item.steps],
             )
         if item.credentials:
             await self.conn.execute(
-                sa.insert(t.scenario_credentials),
+                _insert(t.scenario_credentials),
                 [
                     {**_LINK_ROWS.to_row(link, self.box), "scenario_id": item.id, "position": i}
                     for i, link in enumerate(item.credentials)
@@ -284,7 +296,7 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
 
     async def add(self, item: Scenario) -> None:
         await super().add(item)
-        await self._write_children(item)
+        await self._insert_children(item)  # a new scenario has no children to delete first
 
     async def update(self, item: Scenario) -> None:
         await super().update(item)
