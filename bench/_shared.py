@@ -94,6 +94,70 @@ def per_minute(count: int, seconds: float) -> float:
     return count / seconds * 60 if seconds > 0 else float("inf")
 
 
+# --- CPU ------------------------------------------------------------------------------------------
+
+
+def _process_seconds(pid: int) -> tuple[float, float]:
+    """CPU seconds of a process itself, and of its children it has waited for (and theirs)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    reaped = (int(fields[13]) + int(fields[14])) / tick  # cutime, cstime
+    return own, reaped
+
+
+def _machine_seconds() -> tuple[float, float]:
+    """CPU seconds the whole machine spent busy and in all, over every core, since boot."""
+    values = [int(value) for value in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(values) - idle) / tick, sum(values) / tick
+
+
+@attrs.define
+class CpuSplit:
+    """Where the cores went over a stretch of time: the server, the runs' processes, this client, others.
+
+    The server's own CPU is its API and its scheduler; a run's worker, driver and browsers are its
+    children, counted once the server has waited for them (a one-run worker is, when its run ends).
+    """
+
+    server_pid: int
+    began: float = 0.0
+    marks: tuple[float, ...] = ()
+    seconds: dict[str, float] = attrs.field(factory=dict)
+
+    def start(self) -> None:
+        """Begin the stretch."""
+        self.began = time.monotonic()
+        self.marks = self._now()
+
+    def stop(self) -> None:
+        """End the stretch: ``seconds`` holds the CPU seconds of each part (and ``wall``)."""
+        server, runs, client, busy, total = (b - a for a, b in zip(self.marks, self._now(), strict=True))
+        self.seconds = {
+            "wall": time.monotonic() - self.began,
+            "server": server,
+            "runs": runs,
+            "client": client,
+            "others": max(0.0, busy - server - runs - client),
+            "idle": max(0.0, total - busy),
+        }
+
+    def _now(self) -> tuple[float, ...]:
+        server, runs = _process_seconds(self.server_pid)
+        usage = os.times()
+        busy, total = _machine_seconds()
+        return server, runs, usage.user + usage.system, busy, total
+
+    def describe(self) -> str:
+        """``server 0.95, runs 0.80, client 0.20, others 0.05, idle 0.00 cores; load 3.1``."""
+        wall = self.seconds.get("wall") or 1.0
+        names = ("server", "runs", "client", "others", "idle")
+        parts = ", ".join(f"{name} {self.seconds[name] / wall:.2f}" for name in names)
+        return f"{parts} cores; load average {os.getloadavg()[0]:.1f}"
+
+
 # --- memory ---------------------------------------------------------------------------------------
 
 
@@ -201,6 +265,11 @@ class Served:
 
     process: asyncio.subprocess.Process
     url: str
+
+    @property
+    def pid(self) -> int:
+        """The server's process id (the first one's, with ``--processes N``)."""
+        return self.process.pid
 
 
 def free_port() -> int:
