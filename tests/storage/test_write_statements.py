@@ -55,4 +55,3 @@ async def test_creating_a_scenario_inserts_each_table_once_and_deletes_nothing(
     read = await services.scenarios.get(created.id)
     assert [step.exec_code for step in read.steps] == ["a = 1", "b = 2"]
     assert [link.alias for link in read.credentials] == ["login"]
-
