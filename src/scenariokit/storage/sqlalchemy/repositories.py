@@ -63,6 +63,12 @@ def _insert(table: sa.Table) -> sa.Insert:
     return sa.insert(table)
 
 
+@functools.cache
+def _update(table: sa.Table) -> sa.Update:
+    """The UPDATE of one row by its id (parameter ``row_id``), the columns to set given as parameters."""
+    return sa.update(table).where(table.c.id == sa.bindparam("row_id"))
+
+
 def _like(text: str) -> str:
     escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -157,7 +163,7 @@ class _TableRepository(Generic[T, Q]):
 
     async def update(self, item: T) -> None:
         row = self.to_row(item)
-        await self.conn.execute(sa.update(self.table).where(self.table.c.id == row["id"]).values(row))
+        await self.conn.execute(_update(self.table), {**row, "row_id": row["id"]})  # built once, as _insert
 
     async def delete(self, ident: uuid.UUID) -> bool:
         result = await self.conn.execute(sa.delete(self.table).where(self.table.c.id == ident))
@@ -361,7 +367,7 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         values = {key: value for key, value in row.items() if key not in {"id", "created_at"}}
         if item.finished:
             values.update(lease_owner=None, lease_expires_at=None)
-        await self.conn.execute(sa.update(self.table).where(self.table.c.id == item.id).values(values))
+        await self.conn.execute(_update(self.table), {**values, "row_id": item.id})
 
     async def claim_next(self, owner: str, now: datetime, expires_at: datetime) -> Run | None:
         runs = self.table
