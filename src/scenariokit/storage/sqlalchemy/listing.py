@@ -1,13 +1,14 @@
 """A page of scenarios with its steps and links in one statement, read straight from the driver.
 
-The list a dashboard polls. One statement per page (the page's rows, their total as a window count,
-then every step and link of the page, ``UNION ALL``), its SQL text written once per dialect and
-order, run on the unit of work's own connection through the driver (aiosqlite, asyncpg): no
-SQLAlchemy statement, result or type processing per call, and no domain value per row. Ids, times
-and JSON come out as text the SQL makes canonical, so the rows become
+The list a dashboard polls. One statement per page (the page's rows read through the order's index,
+their total as a count beside them, then every step and link of the page, ``UNION ALL``), its SQL
+text written once per dialect and order, run on the unit of work's own connection through the driver
+(aiosqlite, asyncpg): no SQLAlchemy statement, result or type processing per call, and no domain
+value per row. Ids and times come out as canonical text (PostgreSQL's SQL writes it; SQLite's stored
+text is recut in Python, cheaper than in SQLite's string functions), so the rows become
 :mod:`scenariokit.formats.records` with a few tuple reads (see that module for what a record
 guarantees). Floats travel as the database's own doubles, never through text, so they come back
-exactly.
+exactly (SQLite's JSON functions would write them with 15 digits: no ``json_group_array`` here).
 """
 
 from __future__ import annotations
