@@ -12,7 +12,9 @@ import signal
 import socket
 import statistics
 import sys
+import threading
 import time
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,6 +94,167 @@ async def fresh_context_floor(url: str, count: int, config: BrowserConfig | None
 def per_minute(count: int, seconds: float) -> float:
     """Runs per minute."""
     return count / seconds * 60 if seconds > 0 else float("inf")
+
+
+# --- CPU ------------------------------------------------------------------------------------------
+
+
+def _component(name: str) -> str:
+    if name.startswith("bwrap"):
+        return "bubblewrap"
+    if name.startswith("python"):
+        return "worker Python"
+    if name.startswith("node"):
+        return "Playwright driver (node)"
+    if name.startswith(("chrom", "headless", "Chrom")):
+        return "browser"
+    return f"other ({name})"
+
+
+class CpuSampler:
+    """Samples the CPU time of every descendant of ``root`` (this process by default), keeping each one's
+    last value.
+
+    A process is followed from the first time it is seen below this one, also after it is reparented
+    (a browser whose driver was killed), until it is gone; what it spent before :meth:`baseline` is
+    left out. The last few milliseconds of a process that exits between two samples are lost.
+    """
+
+    def __init__(self, every: float = 0.005, root: int | None = None) -> None:
+        self._every = every
+        self._root = os.getpid() if root is None else root
+        self._lock = threading.Lock()
+        self._seen: dict[int, tuple[str, float]] = {}
+        self._before: dict[int, float] = {}
+        self._followed: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.parent = 0.0
+        self._sampling = 0.0
+
+    def __enter__(self) -> CpuSampler:
+        self._own = os.times()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        now = os.times()
+        spent = (now.user - self._own.user) + (now.system - self._own.system)
+        self.parent = spent - self._sampling  # the sampler's own thread is no part of the scheduler
+
+    def baseline(self) -> None:
+        """Count only what is spent from now on."""
+        with self._lock:
+            self._before = {pid: cpu for pid, (_, cpu) in self._seen.items()}
+            self._seen.clear()
+            self._own = os.times()
+            self._sampling = 0.0
+
+    def _loop(self) -> None:
+        me = self._root
+        while not self._stop.is_set():
+            began = time.thread_time()
+            table: dict[int, tuple[int, str, float]] = {}
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry.name}/stat", "rb") as f:
+                        stat = f.read().decode()
+                except OSError:
+                    continue
+                name = stat[stat.index("(") + 1 : stat.rindex(")")]
+                fields = stat[stat.rindex(")") + 2 :].split()
+                cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                table[int(entry.name)] = (int(fields[1]), name, cpu)
+            with self._lock:
+                for pid, (ppid, name, cpu) in table.items():
+                    if pid in self._followed or ppid == me or ppid in self._followed:
+                        self._followed.add(pid)
+                        self._seen[pid] = (_component(name), cpu - self._before.get(pid, 0.0))
+                self._followed &= set(table)
+                self._sampling += time.thread_time() - began
+            time.sleep(self._every)
+
+    @property
+    def sampling(self) -> float:
+        """CPU seconds the sampling thread itself spent."""
+        return self._sampling
+
+    def by_component(self) -> dict[str, float]:
+        """CPU seconds of the sampled processes, summed by component."""
+        totals: dict[str, float] = defaultdict(float)
+        for component, cpu in self._seen.values():
+            totals[component] += cpu
+        return dict(totals)
+
+
+def _process_seconds(pid: int) -> float:
+    """CPU seconds of a process itself (user and system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_seconds() -> tuple[float, float]:
+    """CPU seconds the whole machine spent busy and in all, over every core, since boot."""
+    values = [int(value) for value in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(values) - idle) / tick, sum(values) / tick
+
+
+@attrs.define
+class CpuSplit:
+    """Where the cores went over a stretch of time: the server, the runs' processes, this client, others.
+
+    The server's own CPU is its API and its scheduler; a run's processes (bubblewrap, the worker, the
+    Playwright driver, the browser) are the server's descendants, sampled from ``/proc`` every 5 ms by
+    a :class:`CpuSampler` (the last milliseconds of each are lost: a lower bound). The client is this
+    process less the sampler's own thread.
+    """
+
+    server_pid: int
+    began: float = 0.0
+    marks: tuple[float, ...] = ()
+    seconds: dict[str, float] = attrs.field(factory=dict)
+    sampler: CpuSampler | None = None
+
+    def start(self) -> None:
+        """Begin the stretch."""
+        self.sampler = CpuSampler(root=self.server_pid).__enter__()
+        self.began = time.monotonic()
+        self.marks = self._now()
+
+    def stop(self) -> None:
+        """End the stretch: ``seconds`` holds the CPU seconds of each part (and ``wall``)."""
+        server, client, busy, total = (b - a for a, b in zip(self.marks, self._now(), strict=True))
+        assert self.sampler is not None
+        self.sampler.__exit__()
+        runs = sum(self.sampler.by_component().values())
+        client -= self.sampler.sampling
+        self.seconds = {
+            "wall": time.monotonic() - self.began,
+            "server": server,
+            "runs": runs,
+            "client": client,
+            "others": max(0.0, busy - server - runs - client - self.sampler.sampling),
+            "idle": max(0.0, total - busy),
+        }
+
+    def _now(self) -> tuple[float, ...]:
+        server = _process_seconds(self.server_pid)
+        usage = os.times()
+        busy, total = _machine_seconds()
+        return server, usage.user + usage.system, busy, total
+
+    def describe(self) -> str:
+        """``server 0.95, runs 0.80, client 0.20, others 0.05, idle 0.00 cores; load 3.1``."""
+        wall = self.seconds.get("wall") or 1.0
+        names = ("server", "runs", "client", "others", "idle")
+        parts = ", ".join(f"{name} {self.seconds[name] / wall:.2f}" for name in names)
+        return f"{parts} cores; load average {os.getloadavg()[0]:.1f}"
 
 
 # --- memory ---------------------------------------------------------------------------------------
@@ -201,6 +364,11 @@ class Served:
 
     process: asyncio.subprocess.Process
     url: str
+
+    @property
+    def pid(self) -> int:
+        """The server's process id (the first one's, with ``--processes N``)."""
+        return self.process.pid
 
 
 def free_port() -> int:

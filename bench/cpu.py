@@ -18,105 +18,15 @@ import argparse
 import asyncio
 import os
 import tempfile
-import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 
-from _shared import STEPS, bare_playwright, serve_page
+from _shared import STEPS, CpuSampler, bare_playwright, serve_page
 
 import scenariokit
 from scenariokit.domain.model import RunStatus
 from scenariokit.formats.queries import RunQuery
 from scenariokit.runner.sandbox import DRIVER_SNAPSHOT_ENV, SANDBOX_ENV, bubblewrap_works
-
-TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def _component(name: str) -> str:
-    if name.startswith("bwrap"):
-        return "bubblewrap"
-    if name.startswith("python"):
-        return "worker Python"
-    if name.startswith("node"):
-        return "Playwright driver (node)"
-    if name.startswith(("chrom", "headless", "Chrom")):
-        return "browser"
-    return f"other ({name})"
-
-
-class CpuSampler:
-    """Samples the CPU time of every descendant of this process, keeping each one's last value.
-
-    A process is followed from the first time it is seen below this one, also after it is reparented
-    (a browser whose driver was killed), until it is gone; what it spent before :meth:`baseline` is
-    left out. The last few milliseconds of a process that exits between two samples are lost.
-    """
-
-    def __init__(self, every: float = 0.005) -> None:
-        self._every = every
-        self._lock = threading.Lock()
-        self._seen: dict[int, tuple[str, float]] = {}
-        self._before: dict[int, float] = {}
-        self._followed: set[int] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self.parent = 0.0
-        self._sampling = 0.0
-
-    def __enter__(self) -> CpuSampler:
-        self._own = os.times()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        now = os.times()
-        spent = (now.user - self._own.user) + (now.system - self._own.system)
-        self.parent = spent - self._sampling  # the sampler's own thread is no part of the scheduler
-
-    def baseline(self) -> None:
-        """Count only what is spent from now on."""
-        with self._lock:
-            self._before = {pid: cpu for pid, (_, cpu) in self._seen.items()}
-            self._seen.clear()
-            self._own = os.times()
-            self._sampling = 0.0
-
-    def _loop(self) -> None:
-        me = os.getpid()
-        while not self._stop.is_set():
-            began = time.thread_time()
-            table: dict[int, tuple[int, str, float]] = {}
-            for entry in os.scandir("/proc"):
-                if not entry.name.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{entry.name}/stat", "rb") as f:
-                        stat = f.read().decode()
-                except OSError:
-                    continue
-                name = stat[stat.index("(") + 1 : stat.rindex(")")]
-                fields = stat[stat.rindex(")") + 2 :].split()
-                cpu = (int(fields[11]) + int(fields[12])) / TICK
-                table[int(entry.name)] = (int(fields[1]), name, cpu)
-            with self._lock:
-                for pid, (ppid, name, cpu) in table.items():
-                    if pid in self._followed or ppid == me or ppid in self._followed:
-                        self._followed.add(pid)
-                        self._seen[pid] = (_component(name), cpu - self._before.get(pid, 0.0))
-                self._followed &= set(table)
-                self._sampling += time.thread_time() - began
-            time.sleep(self._every)
-
-    def by_component(self) -> dict[str, float]:
-        """CPU seconds of the sampled processes, summed by component."""
-        totals: dict[str, float] = defaultdict(float)
-        for component, cpu in self._seen.values():
-            totals[component] += cpu
-        return dict(totals)
-
 
 #: CPU seconds per run of the bare script, measured first: the others are printed as ratios to it
 _bare: list[float] = []

@@ -7,6 +7,8 @@ API traffic (``bench/api.py``'s mix: 75% ``GET /api/v1/scenarios?limit=20&orderB
 1. **Runs alone**: ``--runs`` runs of a three-step scenario queued over REST and awaited; runs/min.
 2. **Runs under load**: the same while 16 connections send the API mix as fast as the server answers;
    runs/min, its ratio to (1) (target ≥ 90%), and the API's requests/s, p50, p99 meanwhile.
+   For both, where the cores went: the server itself (API and scheduler), the runs' processes
+   (workers, drivers, browsers), this client, and the rest of the machine, with the load average.
 3. **Soak** (``--minutes``, default 10): the API mix on 8 connections, runs kept queued (a new one each
    time one ends, ``--parallel`` at once), and every minute one worker process is killed (SIGKILL).
    Afterwards every run must have ended (pass, or fail for the killed ones) — none lost, none stuck —
@@ -31,6 +33,7 @@ import aiohttp
 from _shared import (
     DASHBOARD_POLL_SECONDS,
     STEPS,
+    CpuSplit,
     create,
     queue_run,
     runs_per_minute,
@@ -133,12 +136,17 @@ async def report(url: str, pid: int, page_url: str, args: argparse.Namespace) ->
         body = {"scenarioId": scenario["id"], "environmentId": env["id"]}
         await seed(url, 200)
         await runs_per_minute(http, body, 4)  # warm up
+        split_alone, split_loaded = CpuSplit(pid), CpuSplit(pid)
+        split_alone.start()
         alone = await runs_per_minute(http, body, args.runs)
+        split_alone.stop()
         stop = asyncio.Event()
+        split_loaded.start()
         traffic = asyncio.create_task(load(url, "API mix", 0, stop=stop, connections=LOAD_CONNECTIONS))
         loaded = await runs_per_minute(http, body, args.runs)
         stop.set()
         api = await traffic
+        split_loaded.stop()
     ratio = loaded / alone if alone else 0.0
     met = "met" if ratio >= TARGET_RATIO else "NOT met"
     print(f"{args.runs} runs of a three-step scenario, {os.cpu_count()} cores")
@@ -147,6 +155,8 @@ async def report(url: str, pid: int, page_url: str, args: argparse.Namespace) ->
     print(f"(target ≥ {TARGET_RATIO}: {met})")
     print(f"  the API meanwhile: {api.rps:.0f} req/s, p50 {api.quantile(0.5):.1f} ms, "
           f"p99 {api.quantile(0.99):.1f} ms, errors {api.errors} {api.error_kinds or ''}")  # fmt: skip
+    print(f"  CPU, runs alone:       {split_alone.describe()}")
+    print(f"  CPU, runs under load:  {split_loaded.describe()}")
     if args.minutes <= 0:
         return
     result, stuck, kills, start_rss, end_rss = await soak(url, pid, body, args.minutes, args.parallel)

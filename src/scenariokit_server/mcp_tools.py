@@ -347,8 +347,10 @@ class ScenarioKitTools:
     async def list_scenarios(self, query: ScenarioQuery) -> Answer:
         """List scenarios with their steps, latest change first: {items, total, page, limit}."""
         services = self._services()
-        found = await services.scenarios.list(query)
-        return Answer(shape.page_json(found, lambda item: shape.scenario_json(services.converter, item)))
+        found = await services.scenarios.list_records(query)
+        return Answer(
+            shape.page_json(found, lambda item: shape.scenario_record_json(services.converter, item))
+        )
 
     async def get_scenario(self, scenarioId: ScenarioId) -> Answer:
         """Read one scenario with its steps (in order) and credential links."""

@@ -7,6 +7,7 @@ instead), a session's token is masked and its storage state omitted.
 from __future__ import annotations
 
 import base64
+import functools
 import mimetypes
 import uuid
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from scenariokit.domain.job import LogEvent
 from scenariokit.domain.model import (
     Credential,
     Environment,
+    Retries,
     Run,
     RunLogEntry,
     RunStats,
@@ -30,7 +32,9 @@ from scenariokit.domain.model import (
     Step,
 )
 from scenariokit.domain.schedule import Schedule
+from scenariokit.formats.convert import format_time, parse_time
 from scenariokit.formats.queries import Page
+from scenariokit.formats.records import ScenarioRecord
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -77,6 +81,43 @@ class RunDetail:
 def scenario_json(conv: cattrs.Converter, scenario: Scenario) -> JSON:
     """A scenario with its ordered steps and credential links."""
     return conv.unstructure(scenario)
+
+
+def scenario_record_json(conv: cattrs.Converter, record: ScenarioRecord) -> JSON:
+    """A scenario read as a record (:mod:`scenariokit.formats.records`): the JSON of :func:`scenario_json`.
+
+    Built by hand for speed, key for key and value for value what the converter writes for the same
+    stored scenario; ``tests/storage/test_scenario_records.py`` holds the two together.
+    """
+    return {
+        "name": record.name,
+        "description": record.description,
+        "environmentId": record.environment_id,
+        "timeoutSeconds": record.timeout_seconds,
+        "credentials": [{"credentialId": ident, "alias": alias} for ident, alias in record.credentials],
+        "steps": [
+            {"execCode": code, "order": order, "title": title, "timeoutSeconds": seconds, "id": ident}
+            for code, order, title, seconds, ident in record.steps
+        ],
+        "id": record.id,
+        "createdAt": _record_time(record.created_at),
+        "updatedAt": _record_time(record.updated_at),
+        "retries": dict(_retries_json(conv, record.retries)),
+    }
+
+
+def _record_time(text: str) -> str:
+    """A record's time (``...SS.ffffffZ``) as the converter writes times: to the millisecond, cut."""
+    if len(text) == 27:
+        return text[:23] + "Z"
+    return format_time(parse_time(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _retries_json(conv: cattrs.Converter, retries: Retries) -> JSON:
+    # a handful of distinct values across every scenario: each is unstructured once (callers copy it)
+    result: JSON = conv.unstructure(retries)
+    return result
 
 
 def step_json(conv: cattrs.Converter, step: Step) -> JSON:

@@ -13,6 +13,7 @@ from scenariokit.domain.model import CredentialLink, RunStatus, Scenario, Step, 
 from scenariokit.formats.convert import errors_of
 from scenariokit.formats.inputs import LinkInput, Patch, ScenarioInput, StepInput, StepOrderInput
 from scenariokit.formats.queries import Page, RunQuery, ScenarioQuery
+from scenariokit.formats.records import ScenarioRecord
 from scenariokit.storage.ports import UnitOfWork
 
 from .base import ServiceBase, missing_reference, require
@@ -111,6 +112,15 @@ class ScenarioService(ServiceBase):
         """One page of scenarios (newest change first unless the query says otherwise)."""
         async with self.ctx.uow(readonly=True) as uow:
             return await uow.scenarios.list(query or ScenarioQuery())
+
+    async def list_records(self, query: ScenarioQuery | None = None) -> Page[ScenarioRecord]:
+        """The page :meth:`list` gives, as read records: what REST and MCP answer a list with.
+
+        No domain value is built for a row only to be turned into JSON again
+        (:func:`scenariokit.formats.presenters.scenario_record_json` shapes them).
+        """
+        async with self.ctx.uow(readonly=True) as uow:
+            return await uow.scenarios.list_records(query or ScenarioQuery())
 
     async def get(self, scenario_id: uuid.UUID) -> Scenario:
         """One scenario with its steps and links."""

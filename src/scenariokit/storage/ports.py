@@ -39,6 +39,7 @@ from scenariokit.formats.queries import (
     SessionQuery,
     SnippetQuery,
 )
+from scenariokit.formats.records import ScenarioRecord
 
 T = TypeVar("T")
 Q = TypeVar("Q", bound=ListQuery)
@@ -78,6 +79,10 @@ class Repository(abc.ABC, Generic[T, Q]):
 
 class ScenarioRepository(Repository[Scenario, ScenarioQuery]):
     """Scenarios with their steps and credential links, stored and loaded as one aggregate."""
+
+    @abc.abstractmethod
+    async def list_records(self, query: ScenarioQuery) -> Page[ScenarioRecord]:
+        """The page :meth:`list` gives, as read records (no domain values): what JSON answers are made of."""
 
     @abc.abstractmethod
     async def all_ids(self) -> list[uuid.UUID]:

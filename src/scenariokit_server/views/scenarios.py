@@ -22,8 +22,8 @@ from scenariokit_server.views import API_PREFIX, body_as, created, no_content, o
 async def list_scenarios(request: web.Request) -> web.Response:
     """One page of scenarios."""
     services = keys.services(request)
-    page = await services.scenarios.list(ScenarioQuery.from_params(query_params(request)))
-    return ok(shape.page_json(page, lambda item: shape.scenario_json(services.converter, item)))
+    page = await services.scenarios.list_records(ScenarioQuery.from_params(query_params(request)))
+    return ok(shape.page_json(page, lambda item: shape.scenario_record_json(services.converter, item)))
 
 
 @operation(

@@ -7,6 +7,7 @@ query object checked them; every sort ends with the primary key so pages never s
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -44,14 +45,28 @@ from scenariokit.formats.queries import (
     SessionQuery,
     SnippetQuery,
 )
+from scenariokit.formats.records import ScenarioRecord
 from scenariokit.storage import ports
 from scenariokit.storage.secrets import SecretBox
 
 from . import tables as t
+from .listing import ORDER_COLUMNS, scenario_page
 from .rows import DOCUMENTS, Encrypted, RowMap
 
 T = TypeVar("T")
 Q = TypeVar("Q", bound=ListQuery)
+
+
+@functools.cache
+def _insert(table: sa.Table) -> sa.Insert:
+    """The INSERT of a table, its values given as parameters (the columns a row names)."""
+    return sa.insert(table)
+
+
+@functools.cache
+def _update(table: sa.Table) -> sa.Update:
+    """The UPDATE of one row by its id (parameter ``row_id``), the columns to set given as parameters."""
+    return sa.update(table).where(table.c.id == sa.bindparam("row_id"))
 
 
 def _like(text: str) -> str:
@@ -142,11 +157,13 @@ class _TableRepository(Generic[T, Q]):
         return Page(items=tuple(await self._load(rows)), total=total, page=query.page, limit=query.limit)
 
     async def add(self, item: T) -> None:
-        await self.conn.execute(sa.insert(self.table).values(self.to_row(item)))
+        # The row as parameters of a statement built once: ``insert().values(row)`` is a new statement per
+        # call, whose cache key SQLAlchemy works out from every value (most of what a create cost).
+        await self.conn.execute(_insert(self.table), self.to_row(item))
 
     async def update(self, item: T) -> None:
         row = self.to_row(item)
-        await self.conn.execute(sa.update(self.table).where(self.table.c.id == row["id"]).values(row))
+        await self.conn.execute(_update(self.table), {**row, "row_id": row["id"]})  # built once, as _insert
 
     async def delete(self, ident: uuid.UUID) -> bool:
         result = await self.conn.execute(sa.delete(self.table).where(self.table.c.id == ident))
@@ -242,7 +259,7 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
 
     table = t.scenarios
     row_map = RowMap(Scenario, t.scenarios, elsewhere=("steps", "credentials"))
-    order_columns = _NAMED_ORDER
+    order_columns = ORDER_COLUMNS  # one map for both reads of a page
 
     async def _load(self, rows: Sequence[sa.Row[Any]]) -> list[Scenario]:
         if not rows:
@@ -266,14 +283,17 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
         await self.conn.execute(
             sa.delete(t.scenario_credentials).where(t.scenario_credentials.c.scenario_id == item.id)
         )
+        await self._insert_children(item)
+
+    async def _insert_children(self, item: Scenario) -> None:
         if item.steps:
             await self.conn.execute(
-                sa.insert(t.steps),
+                _insert(t.steps),
                 [{**_STEP_ROWS.to_row(step, self.box), "scenario_id": item.id} for step in item.steps],
             )
         if item.credentials:
             await self.conn.execute(
-                sa.insert(t.scenario_credentials),
+                _insert(t.scenario_credentials),
                 [
                     {**_LINK_ROWS.to_row(link, self.box), "scenario_id": item.id, "position": i}
                     for i, link in enumerate(item.credentials)
@@ -282,11 +302,14 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
 
     async def add(self, item: Scenario) -> None:
         await super().add(item)
-        await self._write_children(item)
+        await self._insert_children(item)  # a new scenario has no children to delete first
 
     async def update(self, item: Scenario) -> None:
         await super().update(item)
         await self._write_children(item)
+
+    async def list_records(self, query: ScenarioQuery) -> Page[ScenarioRecord]:
+        return await scenario_page(self.conn, query, _like(query.q) if query.q else None)
 
     async def all_ids(self) -> list[uuid.UUID]:
         stmt = sa.select(self.table.c.id).order_by(self.table.c.created_at, self.table.c.id)
@@ -344,7 +367,7 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         values = {key: value for key, value in row.items() if key not in {"id", "created_at"}}
         if item.finished:
             values.update(lease_owner=None, lease_expires_at=None)
-        await self.conn.execute(sa.update(self.table).where(self.table.c.id == item.id).values(values))
+        await self.conn.execute(_update(self.table), {**values, "row_id": item.id})
 
     async def claim_next(self, owner: str, now: datetime, expires_at: datetime) -> Run | None:
         runs = self.table

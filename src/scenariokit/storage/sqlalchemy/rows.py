@@ -30,6 +30,7 @@ import attrs
 import cattrs
 import sqlalchemy as sa
 
+from scenariokit.domain.json_values import MAX_INT, MIN_INT
 from scenariokit.domain.model import camel
 from scenariokit.storage.secrets import SecretBox
 
@@ -189,6 +190,24 @@ DOCUMENTS = make_storage_converter()
 COLUMNS = DOCUMENTS.copy()
 COLUMNS.register_unstructure_hook(uuid.UUID, lambda value: value)
 COLUMNS.register_unstructure_hook(datetime, lambda value: value)
+
+
+# --- JSON columns ----------------------------------------------------------------------------------
+
+
+def _stored_whole(text: str) -> int | float:
+    # PostgreSQL writes a large float held in jsonb (1e300) as its digits: it was a float, so it reads back
+    # as one; a whole number the JSON rule admits always fits 64 bits.
+    if len(text) > 20:
+        return float(text)
+    value = int(text)
+    return value if MIN_INT <= value <= MAX_INT else float(value)
+
+
+#: How a JSON column's text is written: strict JSON (no NaN).
+write_json = partial(json.dumps, allow_nan=False)
+#: How a JSON column's text is read: numbers as they were written.
+read_json = partial(json.loads, parse_int=_stored_whole)
 
 
 # --- rows -----------------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ import asyncio
 import base64
 import contextlib
 import functools
-import json
 import logging
 import os
 import re
@@ -26,7 +25,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import StaticPool
 
 from scenariokit.domain.errors import ScenarioKitError
-from scenariokit.domain.json_values import MAX_INT, MIN_INT
 from scenariokit.storage import ports
 from scenariokit.storage.secrets import (
     KeyRing,
@@ -39,6 +37,7 @@ from scenariokit.storage.secrets import (
 
 from . import repositories as r
 from . import tables as t
+from .rows import read_json, write_json
 
 log = logging.getLogger(__name__)
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -78,20 +77,8 @@ def sqlite_path(url: str) -> Path | None:
     return Path(path)
 
 
-def _stored_whole(text: str) -> int | float:
-    # PostgreSQL writes a large float held in jsonb (1e300) as its digits: it was a float, so it reads back
-    # as one; a whole number the JSON rule admits always fits 64 bits.
-    if len(text) > 20:
-        return float(text)
-    value = int(text)
-    return value if MIN_INT <= value <= MAX_INT else float(value)
-
-
 #: How JSON columns are written and read: strict JSON (no NaN), numbers as they were written.
-_JSON_CODEC: dict[str, Any] = {
-    "json_serializer": functools.partial(json.dumps, allow_nan=False),
-    "json_deserializer": functools.partial(json.loads, parse_int=_stored_whole),
-}
+_JSON_CODEC: dict[str, Any] = {"json_serializer": write_json, "json_deserializer": read_json}
 
 
 #: The ``sqlite_begin`` of a reading unit of work: no BEGIN, each statement in its own snapshot.
