@@ -72,6 +72,7 @@ from scenariokit.runner.sandbox import (
 from scenariokit.runner.stepcode import check_syntax
 from scenariokit.runner.worker import WorkerOptions
 from scenariokit.runner.worker_handle import Stream, WorkerGone, WorkerHandle, WorkerLaunch
+from scenariokit.runner.zygote import Zygote, ZygoteUnavailable, zygote_environment, zygote_supported
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +143,7 @@ class WorkerPool:
         self._retiring: set[asyncio.Task[None]] = set()
         self._closed = False
         self._node_cache_task: asyncio.Task[None] | None = None
+        self._zygote: Zygote | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -156,12 +158,14 @@ class WorkerPool:
         options = WorkerOptions(
             browser=browser, session_keepalive=self._session_keepalive, limits=self._sandbox.limits
         )
+        self._zygote = await self._start_zygote(kind, self._pool_dir)
         self._launch = WorkerLaunch(
             kind=kind,
             config=self._sandbox,
             pool_dir=self._pool_dir,
             options=options,
             bwrap=bubblewrap_path() if kind == "bubblewrap" else None,
+            zygote=self._zygote,
         )
         self._idle = asyncio.Queue()
         self._node_cache_task = asyncio.ensure_future(self._fill_node_cache(browser))
@@ -172,6 +176,23 @@ class WorkerPool:
         if failures:
             await self.close()
             raise failures[0]
+
+    async def _start_zygote(self, kind: SandboxKind, pool_dir: Path) -> Zygote | None:
+        """The fork server the workers start from, where it can serve; None: they start by exec."""
+        if not self._sandbox.zygote or not zygote_supported(kind):
+            return None
+        zygote = Zygote(zygote_environment(kind, pool_dir, self._sandbox.pass_env))
+        try:
+            await asyncio.to_thread(zygote.start)
+        except ZygoteUnavailable as exc:
+            logger.warning("workers start by exec: %s", exc)
+            return None
+        return zygote
+
+    @property
+    def zygote(self) -> Zygote | None:
+        """The pool's fork server, when its workers start from one."""
+        return self._zygote
 
     async def _fill_node_cache(self, browser: BrowserConfig) -> None:
         """Give the workers started from now on the driver's compile cache, filling it first if need be.
@@ -244,6 +265,8 @@ class WorkerPool:
             await self._session_closed(SessionReleased(run_id=run_id, reason="worker stopped"))
         if self._callbacks:
             await asyncio.gather(*self._callbacks, return_exceptions=True)
+        if self._zygote is not None:
+            await asyncio.to_thread(self._zygote.close)
         if self._pool_dir is not None:
             await asyncio.to_thread(remove_dir, self._pool_dir)
 

@@ -110,6 +110,8 @@ class SandboxConfig:
     hidden: tuple[Path, ...] = ()
     #: extra environment variables a worker keeps (``SCENARIOKIT_*`` never pass)
     pass_env: tuple[str, ...] = ()
+    #: whether workers are forked from the pool's zygote where it can (:mod:`.zygote`); else by exec
+    zygote: bool = True
 
     @classmethod
     def from_env(
@@ -427,8 +429,55 @@ def worker_command(
     (:func:`seal_node_cache`); under bubblewrap it is bound read-only where Node looks for the
     worker's own user id.
     """
-    path = [entry for entry in sys.path if entry and Path(entry).resolve() != Path.cwd().resolve()]
-    python = [sys.executable, "-I", "-c", BOOTSTRAP, json.dumps(path)]
+    plan = worker_plan(kind, run_dir, config, browser_executable, bwrap, user, node_cache)
+    python = [sys.executable, "-I", "-c", BOOTSTRAP, json.dumps(worker_import_path())]
+    argv = [*plan.argv, "--", *python] if plan.bubblewrap else python
+    argv += [str(fd), str(plan.user) if plan.user is not None else ""]
+    return attrs.evolve(plan, argv=argv)
+
+
+#: What a sandbox started for a worker forked by the zygote (:mod:`.zygote`) runs: a shell that says
+#: the sandbox is set up (its first line, written once every mount is in place), then waits on its
+#: standard input, which only the pool holds, until it is killed with the sandbox.
+SANDBOX_WAITER = ("/bin/sh", "-c", "echo ready; read _")
+
+
+def sandbox_command(
+    run_dir: Path,
+    config: SandboxConfig,
+    browser_executable: str | None,
+    info_fd: int,
+    bwrap: str | None = None,
+    user: int | None = None,
+    node_cache: Path | None = None,
+) -> WorkerCommand:
+    """The bubblewrap sandbox of a worker the zygote forks (the same one :func:`worker_command` makes).
+
+    It runs :data:`SANDBOX_WAITER` instead of Python and writes its first process's host pid and
+    namespaces to ``info_fd``; ``env`` is what the worker forked into it takes as its environment.
+    """
+    plan = worker_plan("bubblewrap", run_dir, config, browser_executable, bwrap, user, node_cache)
+    argv = [*plan.argv, "--info-fd", str(info_fd), "--", *SANDBOX_WAITER]
+    return attrs.evolve(plan, argv=argv)
+
+
+def worker_import_path() -> list[str]:
+    """The import path a worker starts with: the service's, without its working directory."""
+    return [entry for entry in sys.path if entry and Path(entry).resolve() != Path.cwd().resolve()]
+
+
+def worker_plan(
+    kind: SandboxKind,
+    run_dir: Path,
+    config: SandboxConfig,
+    browser_executable: str | None,
+    bwrap: str | None = None,
+    user: int | None = None,
+    node_cache: Path | None = None,
+) -> WorkerCommand:
+    """What every way of starting a worker shares: environment, directories, user, and (under
+    bubblewrap) the ``bwrap`` options up to the command, in ``argv`` (empty without a sandbox)."""
+    argv: list[str] = []
     if kind == "bubblewrap":
         if user is None and drops_user(kind):  # never a sandboxed root by omission
             raise ValueError("a sandboxed worker of a service running as root needs a user id of its own")
@@ -439,15 +488,13 @@ def worker_command(
             inner_uid = user if user is not None else os.getuid()
             bound = f"{SANDBOX_NODE_CACHE}/{prefix}-{inner_uid}"
             argv += ["--perms", "0755", "--dir", SANDBOX_NODE_CACHE, "--ro-bind", str(node_cache), bound]
-        argv += ["--", *python]
         inner, cache = SANDBOX_RUN_DIR, SANDBOX_NODE_CACHE
     else:  # the service's own user filled it: Node finds its folder where it is
-        argv, inner, user = python, str(run_dir), None
+        inner, user = str(run_dir), None
         cache = str(node_cache.parent) if node_cache is not None else ""
     env = worker_environment(inner, extra=config.pass_env)
     if node_cache is not None:
         env[NODE_CACHE_ENV] = cache
-    argv += [str(fd), str(user) if user is not None else ""]
     return WorkerCommand(
         argv=argv, env=env, run_dir=run_dir, inner_dir=inner, bubblewrap=kind == "bubblewrap", user=user
     )

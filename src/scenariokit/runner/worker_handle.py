@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -43,9 +45,12 @@ from scenariokit.runner.sandbox import (
     lease_worker_user,
     make_run_dir,
     remove_dir,
+    sandbox_command,
     worker_command,
+    worker_plan,
 )
 from scenariokit.runner.worker import WorkerOptions
+from scenariokit.runner.zygote import ForkedWorker, Zygote, ZygoteUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +91,8 @@ class WorkerLaunch:
     bwrap: str | None = None
     #: the Playwright driver's compile cache the pool filled, once it is (read-only for workers)
     node_cache: Path | None = None
+    #: the pool's fork server, when it has one: workers start from it, by exec when it fails
+    zygote: Zygote | None = None
 
 
 class WorkerHandle:
@@ -93,7 +100,10 @@ class WorkerHandle:
 
     def __init__(self, launch: WorkerLaunch) -> None:
         self._launch = launch
+        #: the process started: the worker's Python, or bubblewrap (running the worker or its waiter)
         self._process: subprocess.Popen[bytes] | None = None
+        #: the worker the zygote forked, if it came to exist that way
+        self._forked: ForkedWorker | None = None
         self._conn: Connection | None = None
         self._send_lock = asyncio.Lock()
         self._killed = threading.Lock()
@@ -122,7 +132,10 @@ class WorkerHandle:
 
     @property
     def pid(self) -> int | None:
-        """The pid of the process started (bubblewrap's, under the sandbox), also its process group id."""
+        """The worker's pid: the process started (bubblewrap's, under the sandbox), or the one the
+        zygote forked (on this host); also the process group id its processes are found by."""
+        if self._forked is not None:
+            return self._forked.pid
         return self._process.pid if self._process is not None else None
 
     async def start(
@@ -142,37 +155,14 @@ class WorkerHandle:
         except BaseException:
             await asyncio.to_thread(self.kill)  # gives the id back
             raise
-        parent_end, child_end = socket.socketpair()
-        try:
-            command = worker_command(
-                launch.kind,
-                self.run_dir,
-                launch.config,
-                launch.options.browser.executable,
-                child_end.fileno(),
-                launch.bwrap,
-                uid,
-                launch.node_cache,
-            )
-            self.inner_dir = command.inner_dir
-            # Started from the loop's thread: bubblewrap's --die-with-parent follows the starting thread.
-            self._process = subprocess.Popen(  # noqa: ASYNC220 (see the comment above)
-                command.argv,
-                env=command.env,
-                pass_fds=(child_end.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                process_group=0,  # its own group: a terminal's Ctrl-C never reaches it
-                cwd=self.run_dir,
-            )
-        except BaseException:
-            parent_end.close()
-            self.kill()
-            raise
-        finally:
-            child_end.close()
-        self._bubblewrap = command.bubblewrap
+        parent_end: socket.socket | None = None
+        if launch.zygote is not None:
+            try:
+                parent_end, outputs = await self._fork(launch.zygote, uid)
+            except ZygoteUnavailable as exc:
+                logger.warning("worker started by exec: %s", exc)
+        if parent_end is None:
+            parent_end, outputs = self._exec(uid)
         self._conn = Connection(parent_end.detach())
         self._conn.send(launch.options)
 
@@ -190,7 +180,7 @@ class WorkerHandle:
             on_report(self, report)
 
         threading.Thread(target=self._read, args=(loop, deliver), name="worker-pipe", daemon=True).start()
-        for name, stream in (("stdout", self._process.stdout), ("stderr", self._process.stderr)):
+        for name, stream in zip(("stdout", "stderr"), outputs, strict=True):
             threading.Thread(
                 target=self._read_output,
                 args=(loop, name, stream, on_output),
@@ -206,6 +196,109 @@ class WorkerHandle:
                     f"worker process did not start within {READY_TIMEOUT_SECONDS:g} s"
                 ) from None
             raise
+
+    def _exec(self, uid: int | None) -> tuple[socket.socket, tuple[IO[bytes] | None, IO[bytes] | None]]:
+        """Start the worker's own Python (under bubblewrap when the pool has it): its pipe and output."""
+        launch = self._launch
+        assert self.run_dir is not None
+        parent_end, child_end = socket.socketpair()
+        try:
+            command = worker_command(
+                launch.kind,
+                self.run_dir,
+                launch.config,
+                launch.options.browser.executable,
+                child_end.fileno(),
+                launch.bwrap,
+                uid,
+                launch.node_cache,
+            )
+            self.inner_dir = command.inner_dir
+            # Started from the loop's thread: bubblewrap's --die-with-parent follows the starting thread.
+            self._process = subprocess.Popen(
+                command.argv,
+                env=command.env,
+                pass_fds=(child_end.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                process_group=0,  # its own group: a terminal's Ctrl-C never reaches it
+                cwd=self.run_dir,
+            )
+        except BaseException:
+            parent_end.close()
+            self.kill()
+            raise
+        finally:
+            child_end.close()
+        self._bubblewrap = command.bubblewrap
+        return parent_end, (self._process.stdout, self._process.stderr)
+
+    async def _fork(
+        self, zygote: Zygote, uid: int | None
+    ) -> tuple[socket.socket, tuple[IO[bytes] | None, IO[bytes] | None]]:
+        """Have the zygote fork the worker (into its own bubblewrap sandbox when the pool has one).
+
+        Raises :class:`ZygoteUnavailable` (having undone what it started) when it cannot.
+        """
+        launch = self._launch
+        assert self.run_dir is not None
+        parent_end, child_end = socket.socketpair()
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        given = [child_end.fileno(), out_write, err_write]
+        request: dict[str, object] = {"uid": uid}
+        try:
+            if launch.kind == "bubblewrap":
+                info_read, info_write = os.pipe()
+                try:
+                    command = sandbox_command(
+                        self.run_dir, launch.config, launch.options.browser.executable, info_write,
+                        launch.bwrap, uid, launch.node_cache,
+                    )  # fmt: skip
+                    # Started from the loop's thread: --die-with-parent follows the starting thread.
+                    self._process = subprocess.Popen(  # noqa: ASYNC220 (see the comment above)
+                        command.argv,
+                        env=command.env,
+                        pass_fds=(info_write,),
+                        stdin=subprocess.PIPE,  # the waiter's: it waits on it, only we hold it
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.DEVNULL,
+                        process_group=0,
+                        cwd=self.run_dir,
+                    )
+                finally:
+                    os.close(info_write)
+                self._bubblewrap = True
+                pidfd, namespaces = await asyncio.to_thread(_sandbox_ready, self._process, info_read)
+                given.append(pidfd)
+                request["sandbox"] = namespaces
+            else:
+                command = worker_plan("none", self.run_dir, launch.config, None, node_cache=launch.node_cache)
+            request.update(env=command.env, cwd=command.inner_dir)
+            self.inner_dir = command.inner_dir
+            self._forked = await asyncio.to_thread(zygote.fork, request, given)
+        except BaseException as exc:
+            parent_end.close()
+            for fd in (out_read, err_read):
+                os.close(fd)
+            await asyncio.to_thread(self._end_attempt)
+            if isinstance(exc, Exception) and not isinstance(exc, ZygoteUnavailable):
+                raise ZygoteUnavailable(f"{type(exc).__name__}: {exc}") from exc  # exec may yet work
+            raise
+        finally:
+            child_end.close()
+            for fd in given[1:]:
+                os.close(fd)
+        return parent_end, (os.fdopen(out_read, "rb"), os.fdopen(err_read, "rb"))
+
+    def _end_attempt(self) -> None:
+        """Undo a fork that did not work out (its sandbox), keeping the lease and the directory."""
+        process, self._process = self._process, None
+        self._bubblewrap = False
+        if process is not None:
+            _end_sandbox(process)
+            _close_pipes(process)
 
     def _read(self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Report | WorkerGone], None]) -> None:
         """Pipe reader thread."""
@@ -264,6 +357,8 @@ class WorkerHandle:
         if self._conn is not None:
             with contextlib.suppress(OSError):
                 self._conn.close()
+        if self._forked is not None:
+            return self._forked.wait(5.0)
         if self._process is None:
             return None
         try:
@@ -276,21 +371,34 @@ class WorkerHandle:
 
     async def shutdown(self, grace: float) -> None:
         """Ask the worker to close its browsers and exit; kill whatever is left after ``grace`` seconds."""
-        process = self._process
-        if process is not None and await self.send(Shutdown()):
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                await asyncio.to_thread(process.wait, grace)
+        process, forked = self._process, self._forked
+        if (process is not None or forked is not None) and await self.send(Shutdown()):
+            if forked is not None:
+                await asyncio.to_thread(forked.wait, grace)
+            elif process is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    await asyncio.to_thread(process.wait, grace)
         await asyncio.to_thread(self.kill)
 
     def kill(self) -> None:
         """Kill the worker and everything it started, and remove its directory. Idempotent; blocking."""
         self.gone = True
         with self._killed:
-            process = self._process
+            process, forked = self._process, self._forked
             if process is not None and not (self._bubblewrap and _end_sandbox(process)):
                 kill_process_tree(process.pid)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=5.0)
+            if forked is not None:
+                # under bubblewrap it died with its sandbox's PID namespace (its exit follows at once);
+                # without, or when that did not happen, its process group and descendants are found
+                # (its pid stays its own until then: the go-between reaps it only once we stop listening)
+                if not (self._bubblewrap and forked.wait(5.0) is not None):
+                    kill_process_tree(forked.pid)
+                    forked.wait(5.0)
+                forked.close()
+            if process is not None:
+                _close_pipes(process)
             if self.run_dir is not None:
                 remove_dir(self.run_dir)
             if self.user is not None:  # its processes are dead and its files gone: the id is free
@@ -312,3 +420,44 @@ def _end_sandbox(process: subprocess.Popen[bytes]) -> bool:
     except subprocess.TimeoutExpired:
         return False
     return True
+
+
+def _close_pipes(process: subprocess.Popen[bytes]) -> None:
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+def _sandbox_ready(process: subprocess.Popen[bytes], info: int) -> tuple[int, dict[str, int]]:
+    """A pidfd of a new sandbox's first process and its namespaces, once every mount is in place.
+
+    bubblewrap writes its first process's host pid to ``info`` before setting the sandbox up; the
+    waiter's first line says the set-up is done. The pidfd pins that very process: it is checked to
+    be bubblewrap's child (our child, not yet reaped, so its pid is not reused) while it is known alive.
+    """
+    try:
+        data = b""
+        while chunk := os.read(info, 4096):
+            data += chunk
+    finally:
+        os.close(info)
+    if not data:
+        raise RuntimeError("bubblewrap did not start a sandbox")
+    described = json.loads(data)
+    first = int(described["child-pid"])
+    assert process.stdout is not None
+    if process.stdout.readline() != b"ready\n":
+        raise RuntimeError("the sandbox's waiter did not start")
+    pidfd = os.pidfd_open(first)
+    try:
+        with open(f"/proc/{first}/stat", "rb") as stat:
+            parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+        signal.pidfd_send_signal(pidfd, 0)  # still that process: the stat read was its own
+        if parent != process.pid:
+            raise RuntimeError(f"pid {first} is not the sandbox's first process")
+    except BaseException:
+        os.close(pidfd)
+        raise
+    namespaces = {name: int(described[f"{name}-namespace"]) for name in ("mnt", "pid", "ipc")}
+    return pidfd, namespaces
