@@ -9,7 +9,9 @@ writes). The window starts with warm workers and ends once the workers started f
 warm again, so it holds exactly one worker start per run. The bare Playwright script is measured the
 same way (its driver and browser processes), so the two sit side by side.
 
-    python bench/cpu.py [--scenarios 30] [--workers 2] [--sandbox bubblewrap,off]
+    python bench/cpu.py [--scenarios 30] [--workers 2] [--sandbox bubblewrap,off] [--start zygote,exec]
+
+``--start exec`` starts every worker by exec, as a pool without a zygote does (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ from _shared import STEPS, bare_playwright, serve_page
 import scenariokit
 from scenariokit.domain.model import RunStatus
 from scenariokit.formats.queries import RunQuery
+from scenariokit.runner import executor
 from scenariokit.runner.sandbox import SANDBOX_ENV, bubblewrap_works
+
+_zygote_supported = executor.zygote_supported
 
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -135,8 +140,9 @@ def report(label: str, count: int, seconds: float, sampler: CpuSampler, parent_l
         print(f"    {component:34s} {cpu / count * 1000:7.0f} ms")
 
 
-async def scenariokit_cpu(url: str, count: int, workers: int, sandbox: str) -> None:
+async def scenariokit_cpu(url: str, count: int, workers: int, sandbox: str, start: str) -> None:
     os.environ[SANDBOX_ENV] = sandbox
+    executor.zygote_supported = _zygote_supported if start == "zygote" else lambda kind: False
     with tempfile.TemporaryDirectory() as tmp:
         async with scenariokit.open_kit(f"sqlite:///{Path(tmp) / 'bench.db'}", workers=workers) as kit:
             env = await kit.environments.create({"name": "bench", "data": {"url": url}})
@@ -157,7 +163,7 @@ async def scenariokit_cpu(url: str, count: int, workers: int, sandbox: str) -> N
                 took = time.perf_counter() - began
                 await _until_warm(scheduler.pool)  # the workers for the next runs, paid in this window
                 await asyncio.sleep(0.5)
-            report(f"scenariokit, {workers} worker(s), sandbox {sandbox}", count, took, sampler,
+            report(f"scenariokit, {workers} worker(s), sandbox {sandbox}, by {start}", count, took, sampler,
                    "scheduler process (pool, store)")  # fmt: skip
 
 
@@ -181,13 +187,15 @@ async def main() -> None:
     parser.add_argument("--scenarios", type=int, default=30)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--sandbox", default="bubblewrap,off" if bubblewrap_works() else "off")
+    parser.add_argument("--start", default="zygote,exec", help="how workers come to exist: zygote, exec")
     args = parser.parse_args()
     runner, url = await serve_page()
     try:
         await bare_playwright(url, 2)
         await bare_cpu(url, args.scenarios)
         for sandbox in args.sandbox.split(","):
-            await scenariokit_cpu(url, args.scenarios, args.workers, sandbox)
+            for start in args.start.split(","):
+                await scenariokit_cpu(url, args.scenarios, args.workers, sandbox, start)
     finally:
         await runner.cleanup()
 

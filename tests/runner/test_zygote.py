@@ -7,11 +7,13 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conftest import JobFactory, Runner, marked_sandbox
+from scenariokit.domain.job import RunEvent, RunFinished, RunJob
 from scenariokit.runner import zygote as zygote_module
 from scenariokit.runner.executor import WorkerPool
 from scenariokit.runner.processes import process_table
@@ -19,6 +21,13 @@ from scenariokit.runner.sandbox import SandboxConfig, bubblewrap_works, sandbox_
 from scenariokit.runner.zygote import Zygote, ZygoteUnavailable
 
 in_session = pytest.mark.asyncio(loop_scope="session")
+JobFactory = Callable[..., RunJob]
+Runner = Callable[..., Awaitable[tuple[RunFinished, list[RunEvent]]]]
+
+
+def marked_sandbox(**fields: Any) -> SandboxConfig:
+    """The environment's sandbox settings, passing the browser marker (see conftest.py) to workers."""
+    return SandboxConfig.from_env(pass_env=("RUNNER_TEST_MARK",), **fields)
 
 
 def parent(pid: int) -> int:
@@ -48,8 +57,7 @@ async def test_workers_are_forked_from_the_zygote_and_it_ends_with_the_pool(
 async def test_without_a_zygote_workers_start_by_exec(run: Runner, make_job: JobFactory, mode: str) -> None:
     if mode == "bubblewrap" and not bubblewrap_works():
         pytest.skip("bubblewrap cannot start a sandbox on this machine")
-    config = marked_sandbox()
-    pool = WorkerPool(1, sandbox=SandboxConfig(mode=mode, pass_env=config.pass_env, zygote=False))
+    pool = WorkerPool(1, sandbox=SandboxConfig(mode=mode, pass_env=("RUNNER_TEST_MARK",), zygote=False))
     await pool.start()
     try:
         assert pool.zygote is None

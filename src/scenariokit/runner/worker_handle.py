@@ -1,8 +1,10 @@
 """The parent's handle on one worker process: starting it, talking to it, and stopping it for good.
 
-A worker is started with its own command line (:func:`.sandbox.worker_command`): a minimal
-environment, its private directory, under bubblewrap when the pool has it, and with its standard
-output and error piped back to the pool, so nothing it writes reaches the server's own log. Reports
+A worker is forked from the pool's zygote (:mod:`.zygote`; under bubblewrap into a sandbox started
+here, :func:`.sandbox.sandbox_command`), or started with its own command line
+(:func:`.sandbox.worker_command`) where the zygote cannot serve: either way a minimal environment,
+its private directory, under bubblewrap when the pool has it, and with its standard output and
+error piped back to the pool, so nothing it writes reaches the server's own log. Reports
 are read by a thread that blocks on the pipe and hands each one to the event loop, so the loop never
 blocks on a worker, whatever state that worker is in; they are decoded with
 :func:`.protocol.decode_report`, never trusted as pickles.
@@ -15,10 +17,12 @@ import contextlib
 import json
 import logging
 import os
+import select
 import signal
 import socket
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -50,7 +54,7 @@ from scenariokit.runner.sandbox import (
     worker_plan,
 )
 from scenariokit.runner.worker import WorkerOptions
-from scenariokit.runner.zygote import ForkedWorker, Zygote, ZygoteUnavailable
+from scenariokit.runner.zygote import FORK_SECONDS, ForkedWorker, Zygote, ZygoteUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -429,6 +433,14 @@ def _close_pipes(process: subprocess.Popen[bytes]) -> None:
                 stream.close()
 
 
+def _readable(fd: int, deadline: float) -> bool:
+    """Wait until ``fd`` has something to read (or its end); False once ``deadline`` passed."""
+    left = deadline - time.monotonic()
+    if left <= 0 or not select.select([fd], [], [], left)[0]:
+        raise RuntimeError(f"the sandbox was not set up within {FORK_SECONDS:g} s")
+    return True
+
+
 def _sandbox_ready(process: subprocess.Popen[bytes], info: int) -> tuple[int, dict[str, int]]:
     """A pidfd of a new sandbox's first process and its namespaces, once every mount is in place.
 
@@ -436,9 +448,12 @@ def _sandbox_ready(process: subprocess.Popen[bytes], info: int) -> tuple[int, di
     waiter's first line says the set-up is done. The pidfd pins that very process: it is checked to
     be bubblewrap's child (our child, not yet reaped, so its pid is not reused) while it is known alive.
     """
+    deadline = time.monotonic() + FORK_SECONDS
+    assert process.stdout is not None
+    waiter = process.stdout.fileno()
     try:
         data = b""
-        while chunk := os.read(info, 4096):
+        while _readable(info, deadline) and (chunk := os.read(info, 4096)):
             data += chunk
     finally:
         os.close(info)
@@ -446,8 +461,7 @@ def _sandbox_ready(process: subprocess.Popen[bytes], info: int) -> tuple[int, di
         raise RuntimeError("bubblewrap did not start a sandbox")
     described = json.loads(data)
     first = int(described["child-pid"])
-    assert process.stdout is not None
-    if process.stdout.readline() != b"ready\n":
+    if not _readable(waiter, deadline) or os.read(waiter, 64) != b"ready\n":
         raise RuntimeError("the sandbox's waiter did not start")
     pidfd = os.pidfd_open(first)
     try:

@@ -49,6 +49,10 @@ class ZygoteUnavailable(ScenarioKitError):
     """The zygote could not fork this worker: the pool starts it by exec instead."""
 
 
+class _Overdue(ZygoteUnavailable):
+    """The zygote did not answer a request in time."""
+
+
 def zygote_supported(kind: SandboxKind) -> bool:
     """Whether workers under ``kind`` can be forked by a zygote here.
 
@@ -133,38 +137,53 @@ class Zygote:
 
         Raises :class:`ZygoteUnavailable` when it does not come up.
         """
+        with self._lock:
+            self._start()
+
+    def _restart(self) -> None:
+        """Start a zygote that is gone again, at most every :data:`RESTART_DELAY_SECONDS`."""
+        with self._lock:
+            if self._closed:
+                raise ZygoteUnavailable("the pool is closing")
+            if self.pid is not None:  # another worker's start got here first
+                return
+            if time.monotonic() - self._last_start < RESTART_DELAY_SECONDS:
+                raise ZygoteUnavailable("the zygote is not running")
+            logger.warning("the zygote is gone; starting it again")
+            self._start()
+
+    def _start(self) -> None:
         from scenariokit.runner.sandbox import worker_import_path
 
-        with self._lock:
+        self._stop()
+        self._last_start = time.monotonic()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            argv = [sys.executable, "-I", "-c", ZYGOTE_BOOTSTRAP, json.dumps(worker_import_path())]
+            self._process = subprocess.Popen(
+                [*argv, str(theirs.fileno())],
+                env=self._env,
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                cwd="/",
+                start_new_session=True,  # no terminal: a Ctrl-C meant for the server never reaches it
+            )
+        except OSError as exc:
+            ours.close()
+            raise ZygoteUnavailable(f"the zygote did not start: {exc}") from exc
+        finally:
+            theirs.close()
+        self._control = ours
+        ours.settimeout(ZYGOTE_START_SECONDS)
+        try:
+            said = ours.recv(64)
+        except OSError as exc:
+            said = f"{type(exc).__name__}: {exc}".encode()
+        ours.settimeout(None)
+        if said != b"ready":
             self._stop()
-            self._last_start = time.monotonic()
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            try:
-                argv = [sys.executable, "-I", "-c", ZYGOTE_BOOTSTRAP, json.dumps(worker_import_path())]
-                self._process = subprocess.Popen(
-                    [*argv, str(theirs.fileno())],
-                    env=self._env,
-                    pass_fds=(theirs.fileno(),),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    cwd="/",
-                    start_new_session=True,  # no terminal: a Ctrl-C meant for the server never reaches it
-                )
-            except OSError as exc:
-                ours.close()
-                raise ZygoteUnavailable(f"the zygote did not start: {exc}") from exc
-            finally:
-                theirs.close()
-            self._control = ours
-            ours.settimeout(ZYGOTE_START_SECONDS)
-            try:
-                said = ours.recv(64)
-            except OSError as exc:
-                said = f"{type(exc).__name__}: {exc}".encode()
-            ours.settimeout(None)
-            if said != b"ready":
-                self._stop()
-                raise ZygoteUnavailable(f"the zygote did not come up: {said.decode('utf-8', 'replace')}")
+            raise ZygoteUnavailable(f"the zygote did not come up: {said.decode('utf-8', 'replace')}")
 
     def fork(self, request: dict[str, Any], fds: Sequence[int]) -> ForkedWorker:
         """Have the zygote fork a worker (blocking): ``fds`` are its channel, stdout, stderr (and pidfd).
@@ -175,10 +194,7 @@ class Zygote:
         if self._closed:
             raise ZygoteUnavailable("the pool is closing")
         if self.pid is None:
-            if time.monotonic() - self._last_start < RESTART_DELAY_SECONDS:
-                raise ZygoteUnavailable("the zygote is not running")
-            logger.warning("the zygote is gone; starting it again")
-            self.start()
+            self._restart()
         read_end, write_end = os.pipe()
         try:
             with self._lock:
@@ -193,6 +209,12 @@ class Zygote:
             os.close(write_end)
         try:
             return self._forked(read_end)
+        except _Overdue:  # a zygote that stopped answering (stopped, stuck) is replaced
+            process = self._process
+            if process is not None:
+                process.kill()
+            os.close(read_end)
+            raise
         except BaseException:
             os.close(read_end)
             raise
@@ -207,7 +229,7 @@ class Zygote:
         while pid is None or not started:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([status], [], [], left)[0]:
-                raise ZygoteUnavailable(f"the forked worker did not start within {FORK_SECONDS:g} s")
+                raise _Overdue(f"the forked worker did not start within {FORK_SECONDS:g} s")
             data = os.read(status, 4096)
             if not data:
                 raise ZygoteUnavailable("the zygote refused the worker (see its output)")

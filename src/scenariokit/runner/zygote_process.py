@@ -48,10 +48,29 @@ SANDBOX_NAMESPACES = ("mnt", "pid", "ipc")
 SHARED_NAMESPACES = ("user", "net", "uts", "cgroup")
 
 
+#: What the zygote imports for its workers: the worker and what it pulls in, and the modules it
+#: imports lazily once started (its plugin manager, the entry points it reads, Playwright's
+#: connection). Only scenariokit's own, Playwright's and the standard library's: plugins are third
+#: parties' code, loaded by each worker in its sandbox as before.
+PRELOADED = (
+    "scenariokit.runner.worker",
+    "scenariokit.plugins",
+    "scenariokit.plugins.builtin",
+    "importlib.metadata",
+    "urllib.request",
+    "playwright._impl.json_pipe",
+    "playwright._impl.local_utils",
+    "playwright._impl.protocol_channels",
+)
+
+
 def serve(control_fd: int) -> None:
     """Import the worker's modules, say ready, and fork a worker for each request until the pool leaves."""
-    import scenariokit.runner.worker  # noqa: F401  (the point of the zygote: imported once, here)
+    import importlib
 
+    for name in PRELOADED:
+        with contextlib.suppress(ImportError):  # a module gone in another version is imported late
+            importlib.import_module(name)
     control = socket.socket(fileno=control_fd)
     signal.signal(signal.SIGCHLD, _reap)
     control.send(b"ready")
