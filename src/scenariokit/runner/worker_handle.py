@@ -271,6 +271,9 @@ class WorkerHandle:
                         process_group=0,
                         cwd=self.run_dir,
                     )
+                except BaseException:
+                    os.close(info_read)
+                    raise
                 finally:
                     os.close(info_write)
                 self._bubblewrap = True
@@ -281,13 +284,22 @@ class WorkerHandle:
                 command = worker_plan("none", self.run_dir, launch.config, None, node_cache=launch.node_cache)
             request.update(env=command.env, cwd=command.inner_dir)
             self.inner_dir = command.inner_dir
-            self._forked = await asyncio.to_thread(zygote.fork, request, given)
+            forking = asyncio.ensure_future(asyncio.to_thread(zygote.fork, request, given))
+            try:
+                self._forked = await asyncio.shield(forking)
+            except asyncio.CancelledError:  # a worker it forked meanwhile is ours to stop all the same
+                with contextlib.suppress(Exception):
+                    self._forked = await forking
+                raise
         except BaseException as exc:
             parent_end.close()
             for fd in (out_read, err_read):
                 os.close(fd)
+            if not isinstance(exc, Exception):  # cancelled: this worker will not be started at all
+                self.kill()
+                raise
             await asyncio.to_thread(self._end_attempt)
-            if isinstance(exc, Exception) and not isinstance(exc, ZygoteUnavailable):
+            if not isinstance(exc, ZygoteUnavailable):
                 raise ZygoteUnavailable(f"{type(exc).__name__}: {exc}") from exc  # exec may yet work
             raise
         finally:
