@@ -140,3 +140,14 @@ def test_the_zygote_refuses_to_fork_a_worker_outside_the_sandbox_it_was_told_of(
             os.close(fd)
         ours.close()
         theirs.close()
+
+
+def test_a_service_not_running_as_root_starts_sandboxed_workers_by_exec(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # joining bubblewrap's namespaces needs CAP_SYS_ADMIN over them, which only root has outside them
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert zygote_module.zygote_supported("bubblewrap") is False
+    assert zygote_module.zygote_supported("none") is True
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert zygote_module.zygote_supported("bubblewrap") is True
