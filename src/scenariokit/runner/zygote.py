@@ -101,11 +101,10 @@ class ForkedWorker:
                     self._close()
                     self._ended = True
                 self._pending += data.decode("utf-8", "replace")
-            self._close()
             return self._exit
 
     def close(self) -> None:
-        """Stop listening for its exit."""
+        """Stop listening: its go-between reaps it and exits (until then its pid is not reused)."""
         with self._lock:
             self._close()
 
