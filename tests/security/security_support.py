@@ -24,6 +24,8 @@ class Hostile:
 
     kit: scenariokit.Kit
     mode: str
+    #: how its workers come to exist: ``zygote`` (forked) or ``exec``
+    started: str
     folder: Path
     database: Path
     key: Path
