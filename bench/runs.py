@@ -11,15 +11,23 @@ the time went, and the peak memory of one run's process tree (worker, driver, br
 Each scenariokit configuration is measured with the bubblewrap sandbox (when it works here) and
 without it (``SCENARIOKIT_SANDBOX=off``); every run has a worker process of its own either way.
 
-    python bench/runs.py [--scenarios 50] [--workers 1,2] [--rounds 1]
+With ``--reused-tree PATH`` (a checkout of the release before one-run workers, whose workers served
+run after run), that tree's scenariokit runs the same scenarios with the same worker counts in a child
+process of this run, so the cost of one-run sandboxed workers is a ratio measured side by side. That
+release is commit c7b9a1e (headless shell and timelines, workers reused): ``git worktree add --detach
+/tmp/reused c7b9a1e`` makes the checkout.
+
+    python bench/runs.py [--scenarios 50] [--workers 1,2] [--rounds 1] [--reused-tree PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -43,6 +51,7 @@ from scenariokit.runner.sandbox import SANDBOX_ENV, bubblewrap_works
 from scenariokit.settings import Settings
 
 Config = tuple[int, str]  # (workers, sandbox mode)
+BENCH = Path(__file__).resolve().parent
 
 
 async def through_scenariokit(
@@ -79,12 +88,28 @@ async def through_scenariokit(
     return elapsed, [d.run.timings for d in details], peak
 
 
+async def through_tree(tree: Path, url: str, count: int, workers: int) -> float:
+    """Seconds for ``count`` runs with ``workers`` workers through the scenariokit of ``tree``."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, str(BENCH / "_tree_runs.py"), url, str(count), str(workers), json.dumps(STEPS),
+        env=env, cwd=tempfile.gettempdir(), stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await child.communicate()
+    if child.returncode != 0:
+        raise SystemExit(f"the runs through {tree} failed (exit {child.returncode})")
+    return float(out.decode().split()[-1])
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--scenarios", type=int, default=50)
     parser.add_argument("--workers", default="1,2", help="comma-separated worker counts to measure")
     parser.add_argument(
         "--rounds", type=int, default=1, help="measure everything this many times, in rotated order"
+    )
+    parser.add_argument(
+        "--reused-tree", type=Path, help="a checkout of the release with reused workers, measured alongside"
     )
     args = parser.parse_args()
     default_workers = Settings().workers
@@ -101,6 +126,8 @@ async def main() -> None:
         f"sandbox {sandbox}"
         for n, sandbox in configs
     }
+    if args.reused_tree:
+        labels |= {("reused", n): f"reused workers (before one-run), {n} worker(s)" for n in counts}
     rates: dict[object, list[float]] = {key: [] for key in labels}
     ratios: dict[object, list[float]] = {key: [] for key in labels}
     timelines: dict[Config, list[RunTimings | None]] = {config: [] for config in configs}
@@ -119,6 +146,9 @@ async def main() -> None:
                 timelines[config] += timings
                 if peak.rss_kib >= peaks.get(config, MemoryPeak()).rss_kib:
                     peaks[config] = peak
+                if args.reused_tree and config[1] == sandboxes[-1]:  # once per worker count
+                    reused = await through_tree(args.reused_tree, url, args.scenarios, config[0])
+                    seconds[("reused", config[0])] = reused
             for key, took in seconds.items():
                 rates[key].append(per_minute(args.scenarios, took))
                 ratios[key].append(seconds["bare"] / took)
@@ -137,6 +167,15 @@ async def main() -> None:
         for n in counts:
             on, off = statistics.median(rates[(n, "bubblewrap")]), statistics.median(rates[(n, "off")])
             print(f"  sandbox on/off with {n} worker(s): {on / off:.2f}")
+    if args.reused_tree:
+        for n in counts:
+            reused = statistics.median(rates[("reused", n)])
+            for sandbox in sandboxes:
+                mine = statistics.median(rates[(n, sandbox)])
+                print(
+                    f"  one-run workers, sandbox {sandbox}, against reused workers with {n} worker(s): "
+                    f"{mine / reused:.2f} (limit: at least 0.90)"
+                )
     for n, sandbox in configs:
         peak = peaks[(n, sandbox)].describe()
         print(f"scenariokit, {n} worker(s), sandbox {sandbox}: peak memory of one run's process tree {peak}")

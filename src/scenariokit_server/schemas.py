@@ -358,6 +358,15 @@ Health = Schema.from_dict(
         "database": fields.String(required=True, validate=validate.OneOf(["ok", "unreachable"])),
         "browser": fields.String(required=True, validate=validate.OneOf(["ok", "missing"])),
         "sandbox": fields.String(required=True, validate=validate.OneOf(["bubblewrap", "none"])),
+        "run_groups": fields.List(
+            fields.String(validate=validate.OneOf(["memory", "pids"])),
+            required=True,
+            data_key="runGroups",
+            metadata={
+                "description": "the limits of each run's control group, over its worker, driver and "
+                "browser (docs/security.md); empty where this machine gives the service none"
+            },
+        ),
         "browser_build": fields.String(
             required=True,
             allow_none=True,

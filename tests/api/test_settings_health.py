@@ -111,6 +111,20 @@ async def test_health_reports_ok(client: Client) -> None:
     assert body["sandbox"] in ("bubblewrap", "none")
 
 
+#: this kind of machine: the service runs as root, and the memory controller is mounted (cgroup v1)
+ROOT_ON_CGROUP_V1 = os.path.isdir("/sys/fs/cgroup/memory")
+
+
+async def test_health_says_which_limits_each_runs_control_group_has(client: Client) -> None:
+    from scenariokit.runner.cgroups import available_controllers
+
+    body = await (await client.get("/health")).json()
+    assert body["runGroups"] == list(available_controllers())
+    assert set(body["runGroups"]) <= {"memory", "pids"}
+    if os.geteuid() == 0 and ROOT_ON_CGROUP_V1:
+        assert "memory" in body["runGroups"]
+
+
 def test_sandbox_settings_are_read() -> None:
     assert (Settings.from_env({}).sandbox, Settings.from_env({}).run_memory_mb) == ("auto", 2048)
     settings = Settings.from_env({"SCENARIOKIT_SANDBOX": "off", "SCENARIOKIT_RUN_MEMORY_MB": "512"})

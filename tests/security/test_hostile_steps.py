@@ -295,8 +295,11 @@ BOMBS = {
 async def test_a_bomb_fails_its_own_run_naming_the_limit_and_the_next_run_passes(
     hostile: Hostile, bomb: str
 ) -> None:
-    if bomb == "processes" and hostile.mode == "off" and os.geteuid() == 0:
-        pytest.skip("RLIMIT_NPROC does not bind root: without the sandbox the worker runs as root here")
+    if bomb == "processes" and hostile.mode == "off" and os.geteuid() == 0 and not _groups_limit("pids"):
+        pytest.skip(
+            "RLIMIT_NPROC does not bind root, and this machine gives no pids control group: without the "
+            "sandbox the worker runs as root here"
+        )
     code, limit = BOMBS[bomb]
 
     result = await hostile.run(f"bomb {bomb}", "print('before')", code, "print('never')")
@@ -304,6 +307,45 @@ async def test_a_bomb_fails_its_own_run_naming_the_limit_and_the_next_run_passes
     assert result.run.status is RunStatus.FAIL
     assert result.run.error is not None and limit in result.run.error.message, result.run.error
     assert [step.status.value for step in result.run.step_results] == ["pass", "fail", "skipped"]
+    after = await hostile.run("after the bomb", "await page.goto(helpers.getEnvUrl())\nprint('fine')")
+    assert after.run.status is RunStatus.PASS, after.run.error
+
+
+def _groups_limit(controller: str) -> bool:
+    """Whether runs here get a control group with ``controller`` (what ``open_run_groups`` finds)."""
+    from scenariokit.runner.cgroups import open_run_groups
+
+    groups = open_run_groups(64, 1, tag="probe")
+    if groups is None:
+        return False
+    try:
+        return controller in groups.controllers
+    finally:
+        groups.close()
+
+
+#: fills the renderer with 64 MiB blocks until there are 4 GiB: the browser, not the worker, allocates
+BROWSER_BOMB = (
+    "await page.goto(helpers.getEnvUrl())\n"
+    'await page.evaluate("""() => { const kept = []; for (let i = 0; i < 64; i++) {\n'
+    "  const block = new Uint8Array(64 * 1024 * 1024); block.fill(i + 1); kept.push(block); }\n"
+    '  return kept.length; }""")'
+)
+
+
+async def test_a_browser_memory_bomb_fails_its_own_run_naming_the_limit(hostile: Hostile) -> None:
+    """The run's control group holds the browser too: past the memory limit the kernel kills inside
+    the run's group only, and the run says which limit it reached."""
+    if not _groups_limit("memory"):
+        pytest.skip("this machine gives this process no memory control group: only rlimits apply")
+
+    result = await hostile.run("browser bomb", "print('before')", BROWSER_BOMB, "print('never')")
+
+    assert result.run.status is RunStatus.FAIL
+    assert result.run.error is not None
+    assert "memory limit of 2048 MiB" in result.run.error.message, result.run.error
+    failed = result.run.step_results[1]
+    assert failed.status.value == "fail" and failed.error and "memory limit" in failed.error
     after = await hostile.run("after the bomb", "await page.goto(helpers.getEnvUrl())\nprint('fine')")
     assert after.run.status is RunStatus.PASS, after.run.error
 

@@ -42,6 +42,7 @@ from scenariokit.domain.job import (
 )
 from scenariokit.domain.model import RunErrorKind, utcnow
 from scenariokit.runner.browser import BrowserConfig, discover_browser
+from scenariokit.runner.cgroups import RunGroups, open_run_groups
 from scenariokit.runner.masking import LogMasker, mask_text
 from scenariokit.runner.processes import kill_process_tree
 from scenariokit.runner.protocol import (
@@ -71,7 +72,13 @@ from scenariokit.runner.sandbox import (
 )
 from scenariokit.runner.stepcode import check_syntax
 from scenariokit.runner.worker import WorkerOptions
-from scenariokit.runner.worker_handle import Stream, WorkerGone, WorkerHandle, WorkerLaunch
+from scenariokit.runner.worker_handle import (
+    Stream,
+    WorkerGone,
+    WorkerHandle,
+    WorkerLaunch,
+    group_limit_reached,
+)
 from scenariokit.runner.zygote import Zygote, ZygoteUnavailable, zygote_environment, zygote_supported
 
 logger = logging.getLogger(__name__)
@@ -143,6 +150,8 @@ class WorkerPool:
         self._retiring: set[asyncio.Task[None]] = set()
         self._closed = False
         self._node_cache_task: asyncio.Task[None] | None = None
+        #: the control groups of its workers' runs (None: this machine gives this process none)
+        self.run_groups: RunGroups | None = None
         self._zygote: Zygote | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -155,6 +164,10 @@ class WorkerPool:
         kind = await asyncio.to_thread(resolve_sandbox, self._sandbox.mode)
         self.sandbox_kind = kind
         self._pool_dir = await asyncio.to_thread(make_pool_dir)
+        limits = self._sandbox.limits
+        self.run_groups = await asyncio.to_thread(
+            open_run_groups, limits.memory_mb, limits.processes, tag=self._pool_dir.name
+        )
         options = WorkerOptions(
             browser=browser, session_keepalive=self._session_keepalive, limits=self._sandbox.limits
         )
@@ -165,6 +178,7 @@ class WorkerPool:
             pool_dir=self._pool_dir,
             options=options,
             bwrap=bubblewrap_path() if kind == "bubblewrap" else None,
+            groups=self.run_groups,
             zygote=self._zygote,
         )
         self._idle = asyncio.Queue()
@@ -269,6 +283,8 @@ class WorkerPool:
             await asyncio.to_thread(self._zygote.close)
         if self._pool_dir is not None:
             await asyncio.to_thread(remove_dir, self._pool_dir)
+        if self.run_groups is not None:
+            await asyncio.to_thread(self.run_groups.close)
 
     async def __aenter__(self) -> WorkerPool:
         await self.start()
@@ -529,6 +545,9 @@ class WorkerPool:
                 killed = item.exitcode == -signal.SIGKILL
                 kind = RunErrorKind.WORKER_LOST if killed else RunErrorKind.ERROR
                 message = f"worker process {item.describe()} {watch.where()}"
+                limit = await asyncio.to_thread(group_limit_reached, worker)
+                if limit is not None:  # the kernel killed it for its run's limit: the run's own doing
+                    kind, message = RunErrorKind.ERROR, f"{limit}; the {message}"
                 return await self._finish_here(job, watch.outcome(kind, message), on_event, masker)
             watch.observe(item)
             if isinstance(item, LogEvent):
@@ -543,6 +562,8 @@ class WorkerPool:
             if isinstance(item, RunFinished):
                 for line in masker.flush():
                     await on_event(line)
+                if item.status == "fail":
+                    item = _naming_the_limit(item, await asyncio.to_thread(group_limit_reached, worker))
             item = mask_event(item, job.secrets)
             await on_event(item)
             if isinstance(item, RunFinished):
@@ -599,6 +620,23 @@ class WorkerPool:
     def held_sessions(self) -> list[uuid.UUID]:
         """Run ids whose saved session is held open."""
         return list(self._session_owner)
+
+
+def _naming_the_limit(outcome: RunFinished, limit: str | None) -> RunFinished:
+    """A failed outcome whose error (and failed step's) says which limit of its group the run reached.
+
+    The kernel's kill of a browser or driver over the memory limit reaches the step only as a closed
+    page or browser: this is what tells the user why.
+    """
+    error = outcome.error
+    if limit is None or error is None or "limit" in error.message:
+        return outcome
+    steps = tuple(
+        attrs.evolve(result, error=f"{limit}: {result.error}") if result.step_id == error.step_id else result
+        for result in outcome.step_results
+    )
+    error = attrs.evolve(error, message=f"{limit}: {error.message}")
+    return attrs.evolve(outcome, error=error, step_results=steps)
 
 
 def _copy_artifact(source_dir: Path, name: str, target_dir: Path) -> None:

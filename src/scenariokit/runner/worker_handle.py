@@ -31,6 +31,7 @@ from typing import IO, Literal
 
 import attrs
 
+from scenariokit.runner.cgroups import RunGroup, RunGroups
 from scenariokit.runner.processes import kill_process_tree
 from scenariokit.runner.protocol import (
     MAX_REPORT_BYTES,
@@ -42,6 +43,8 @@ from scenariokit.runner.protocol import (
     decode_report,
 )
 from scenariokit.runner.sandbox import (
+    MEMORY_ENV,
+    ResourceLimits,
     SandboxConfig,
     SandboxKind,
     WorkerUser,
@@ -95,6 +98,8 @@ class WorkerLaunch:
     bwrap: str | None = None
     #: the Playwright driver's compile cache the pool filled, once it is (read-only for workers)
     node_cache: Path | None = None
+    #: where each worker's control group is made (None: the machine gives none, rlimits alone apply)
+    groups: RunGroups | None = None
     #: the pool's fork server, when it has one: workers start from it, by exec when it fails
     zygote: Zygote | None = None
 
@@ -128,6 +133,13 @@ class WorkerHandle:
         self.sessions: set[uuid.UUID] = set()
         #: the user id leased to it (bubblewrap with the service as root), released once it is gone
         self.user: WorkerUser | None = None
+        #: its control group: every process of its run is born in it, and dies with it
+        self.group: RunGroup | None = None
+
+    @property
+    def limits(self) -> ResourceLimits:
+        """The run's limits."""
+        return self._launch.config.limits
 
     @property
     def ready(self) -> bool:
@@ -156,6 +168,8 @@ class WorkerHandle:
                 self.user = await asyncio.to_thread(lease_worker_user)
             uid = self.user.uid if self.user is not None else None
             self.run_dir = await asyncio.to_thread(make_run_dir, launch.pool_dir, uid)
+            if launch.groups is not None:
+                self.group = await asyncio.to_thread(launch.groups.create)
         except BaseException:
             await asyncio.to_thread(self.kill)  # gives the id back
             raise
@@ -228,6 +242,8 @@ class WorkerHandle:
                 stderr=subprocess.PIPE,
                 process_group=0,  # its own group: a terminal's Ctrl-C never reaches it
                 cwd=self.run_dir,
+                # born in its control group, so is everything it starts (bubblewrap, driver, browser)
+                preexec_fn=self.group.join if self.group is not None else None,
             )
         except BaseException:
             parent_end.close()
@@ -270,6 +286,7 @@ class WorkerHandle:
                         stderr=subprocess.DEVNULL,
                         process_group=0,
                         cwd=self.run_dir,
+                        preexec_fn=self.group.join if self.group is not None else None,
                     )
                 except BaseException:
                     os.close(info_read)
@@ -282,6 +299,10 @@ class WorkerHandle:
                 request["sandbox"] = namespaces
             else:
                 command = worker_plan("none", self.run_dir, launch.config, None, node_cache=launch.node_cache)
+            if self.group is not None:  # the go-between joins it: the worker is born in it
+                for name in self.group.procs_files:
+                    given.append(os.open(name, os.O_WRONLY | os.O_CLOEXEC))
+                request["groups"] = len(self.group.procs_files)
             request.update(env=command.env, cwd=command.inner_dir)
             self.inner_dir = command.inner_dir
             forking = asyncio.ensure_future(asyncio.to_thread(zygote.fork, request, given))
@@ -415,10 +436,32 @@ class WorkerHandle:
                 forked.close()
             if process is not None:
                 _close_pipes(process)
+            if self.group is not None:  # whatever escaped the process tree dies with the group
+                self.group.remove()
             if self.run_dir is not None:
                 remove_dir(self.run_dir)
             if self.user is not None:  # its processes are dead and its files gone: the id is free
                 self.user.release()
+
+
+def group_limit_reached(worker: WorkerHandle) -> str | None:
+    """The limit of the worker's control group its run reached, in words (None: none was).
+
+    These are the limits rlimits cannot set: memory over every process of the run, browser and driver
+    included, and tasks for a service running as root.
+    """
+    group = worker.group
+    if group is None:
+        return None
+    limits = worker.limits
+    if group.oom_kills():
+        return (
+            f"the run's memory limit of {limits.memory_mb} MiB ({MEMORY_ENV}) was reached: the kernel "
+            "killed one of its processes (the worker, the Playwright driver or the browser)"
+        )
+    if group.task_limit_hits():
+        return f"the run's process limit ({limits.processes} more processes) was reached"
+    return None
 
 
 def _end_sandbox(process: subprocess.Popen[bytes]) -> bool:

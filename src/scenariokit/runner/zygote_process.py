@@ -9,10 +9,10 @@ worker started by exec does (:data:`.sandbox.BOOTSTRAP`), then runs :func:`.work
 The go-between waits for it and reports its exit status to the pool. docs/security.md says why a
 worker forked so is confined as one started by exec is.
 
-A request is one datagram on the control socket: JSON (``env``, ``cwd``, ``uid``, ``sandbox``) and
-the descriptors of the worker's channel, standard output and error, the status pipe (where ``pid N``,
-``started`` or ``error …`` and ``exit N`` lines go to the pool) and, under bubblewrap, a pidfd of the
-sandbox's first process.
+A request is one datagram on the control socket: JSON (``env``, ``cwd``, ``uid``, ``sandbox``,
+``groups``) and the descriptors of the worker's channel, standard output and error, the status pipe
+(where ``pid N``, ``started`` or ``error …`` and ``exit N`` lines go to the pool), under bubblewrap a
+pidfd of the sandbox's first process, and the ``cgroup.procs`` files of the run's control group.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import Any, NoReturn
 
 #: the largest request (its environment is the largest part)
 MAX_REQUEST_BYTES = 256 * 1024
-#: channel, stdout, stderr, status, and the sandbox's pidfd
-MAX_REQUEST_FDS = 5
+#: channel, stdout, stderr, status, the sandbox's pidfd, and the run's control group files
+MAX_REQUEST_FDS = 8
 #: the descriptor numbers a forked worker finds its channel and status pipe on
 CHANNEL_FD = 3
 STATUS_FD = 4
@@ -110,8 +110,13 @@ def _go_between(control: socket.socket, request: dict[str, Any], fds: list[int])
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         control.close()  # nothing forked from here ever holds the zygote's control socket
         channel, out, err = fds[:3]
-        expected: dict[str, int] = {}
         sandbox = request.get("sandbox")
+        groups = fds[5:] if sandbox is not None else fds[4:]
+        for group in groups[: int(request.get("groups", 0))]:  # the run's control group: the worker
+            os.write(group, b"0")  # is born in it, so is all it starts (this go-between waits there)
+        for group in groups:
+            os.close(group)
+        expected: dict[str, int] = {}
         if sandbox is not None:
             expected = _enter_sandbox(fds[4], sandbox)
             os.close(fds[4])

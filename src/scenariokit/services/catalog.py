@@ -192,7 +192,9 @@ class SessionService(ServiceBase):
     async def delete(self, ident: uuid.UUID) -> None:
         """Release the session's live browser context and delete it."""
         async with self.ctx.uow() as uow:
-            require(await uow.sessions.get(ident), "session", ident)
-            await uow.sessions.delete(ident)
+            # the delete's own row count says whether it existed: reading it first would decrypt its
+            # token, and a session whose token the keys cannot read must still be deletable
+            if not await uow.sessions.delete(ident):
+                raise NotFound("session", ident)
             await uow.commit()
         await self.ctx.control.release_session(ident)

@@ -13,7 +13,11 @@ from scenariokit_server.views import API_PREFIX, body_as, created, no_content, o
 
 
 @operation(
-    "credentials", "List credentials", response=schemas.CredentialPage, params=list_params(CredentialQuery)
+    "credentials",
+    "List credentials",
+    response=schemas.CredentialPage,
+    params=list_params(CredentialQuery),
+    errors=(400, 503),
 )
 async def list_credentials(request: web.Request) -> web.Response:
     """One page of credentials, without their secrets."""
@@ -40,7 +44,10 @@ async def create_credential(request: web.Request) -> web.Response:
 
 
 @operation(
-    "credentials", "Read a credential (without its secret)", response=schemas.Credential, errors=(400, 404)
+    "credentials",
+    "Read a credential (without its secret)",
+    response=schemas.Credential,
+    errors=(400, 404, 503),
 )
 async def get_credential(request: web.Request) -> web.Response:
     """One credential."""
@@ -55,7 +62,7 @@ async def get_credential(request: web.Request) -> web.Response:
     description="Without `secret` the stored secret is kept.",
     body=schemas.CredentialInput(partial=True),
     response=schemas.Credential,
-    errors=(400, 404, 413),
+    errors=(400, 404, 413, 503),
 )
 async def patch_credential(request: web.Request) -> web.Response:
     """Partial update."""
@@ -72,7 +79,7 @@ async def patch_credential(request: web.Request) -> web.Response:
     description="A `secret` that is absent or null keeps the stored one; an empty string clears it.",
     body=schemas.CredentialInput,
     response=schemas.Credential,
-    errors=(400, 404, 413),
+    errors=(400, 404, 413, 503),
 )
 async def put_credential(request: web.Request) -> web.Response:
     """Full update."""

@@ -49,6 +49,20 @@ def sandbox_kind(app: web.Application, settings: Settings) -> str:
     scheduler = app.get(keys.SCHEDULER)
     started = getattr(getattr(scheduler, "pool", None), "sandbox_kind", None)
     return started or sandbox_status(settings.sandbox)
+
+
+def run_groups(app: web.Application) -> list[str]:
+    """The controllers of each run's control group (``memory``, ``pids``); empty where there are none."""
+    from scenariokit.runner.cgroups import available_controllers
+
+    scheduler = app.get(keys.SCHEDULER)
+    pool = getattr(scheduler, "pool", None)
+    if pool is not None and getattr(pool, "sandbox_kind", None) is not None:  # started: what it has
+        groups = pool.run_groups
+        return list(groups.controllers) if groups is not None else []
+    return list(available_controllers())
+
+
 def browser_build() -> str | None:
     """Which build runs use, with its version and path (see docs/deployment.md), or None."""
     try:
@@ -101,6 +115,7 @@ async def health(request: web.Request) -> web.Response:
         "database": database,
         "browser": browser,
         "sandbox": sandbox_kind(request.app, keys.settings(request.app)),
+        "runGroups": run_groups(request.app),
         "browserBuild": build,
     }
     return web.json_response(body, status=200 if database == "ok" else 503)

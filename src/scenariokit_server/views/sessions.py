@@ -11,7 +11,13 @@ from scenariokit_server.openapi import list_params, operation
 from scenariokit_server.views import no_content, ok, path_id, query_params
 
 
-@operation("sessions", "List saved sessions", response=schemas.SessionPage, params=list_params(SessionQuery))
+@operation(
+    "sessions",
+    "List saved sessions",
+    response=schemas.SessionPage,
+    params=list_params(SessionQuery),
+    errors=(400, 503),
+)
 async def list_sessions(request: web.Request) -> web.Response:
     """One page of sessions."""
     services = keys.services(request)
@@ -24,7 +30,7 @@ async def list_sessions(request: web.Request) -> web.Response:
     "Read a session",
     description="The token is masked; cookies and localStorage are left out.",
     response=schemas.Session,
-    errors=(400, 404),
+    errors=(400, 404, 503),
 )
 async def get_session(request: web.Request) -> web.Response:
     """One session."""

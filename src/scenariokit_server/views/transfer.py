@@ -90,7 +90,7 @@ async def export_environment(request: web.Request) -> web.Response:
     response=YAML_TEXT,
     response_types=(YAML,),
     params=export_params(),
-    errors=(400, 404),
+    errors=(400, 404, 503),
 )
 async def export_credential(request: web.Request) -> web.Response:
     """Export one credential; its secret only with ``includeSecrets=true``."""

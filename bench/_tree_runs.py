@@ -1,0 +1,64 @@
+"""Seconds for N three-step runs through the scenariokit of another source tree (``bench/runs.py
+--reused-tree``): the release before one-run workers, measured by the same steps in the same run.
+
+Started by ``bench/runs.py`` with that tree's ``src`` as ``PYTHONPATH``; it imports nothing of this
+tree, uses only what both trees offer (``open_kit``, the services, ``start_runner``) and prints the
+seconds as its last line.
+
+    PYTHONPATH=<tree>/src python bench/_tree_runs.py URL COUNT WORKERS STEPS_JSON
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pluggy
+
+import scenariokit
+from scenariokit.domain.model import RunStatus
+
+# the plugins installed beside this tree's scenariokit (webhooks) import what the other tree may lack
+pluggy.PluginManager.load_setuptools_entrypoints = lambda self, group, name=None: 0  # type: ignore[method-assign]
+
+try:  # where each tree keeps the run query
+    from scenariokit.formats.queries import RunQuery
+except ImportError:
+    from scenariokit.queries import RunQuery  # type: ignore[no-redef]
+
+
+async def seconds_for(url: str, count: int, workers: int, steps: list[str]) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with scenariokit.open_kit(f"sqlite:///{Path(tmp) / 'bench.db'}", workers=workers) as kit:
+            env = await kit.environments.create({"name": "bench", "data": {"url": url}})
+            scenarios = [
+                await kit.scenarios.create(
+                    {"name": f"bench {i}", "steps": [{"execCode": code} for code in steps]}
+                )
+                for i in range(count)
+            ]
+            await kit.start_runner()
+            await asyncio.sleep(2)  # as bench/runs.py: the workers' first browsers are up
+            began = time.perf_counter()
+            runs = [
+                await kit.runs.create({"scenarioId": str(s.id), "environmentId": str(env.id)})
+                for s in scenarios
+            ]
+            waiting = RunQuery(status=RunStatus.IN_PROGRESS, limit=1)
+            while (await kit.runs.list(waiting)).total:  # noqa: ASYNC110 - the store is what we watch
+                await asyncio.sleep(0.05)
+            elapsed = time.perf_counter() - began
+            details = [await kit.runs.get(run.id) for run in runs]
+    failed = [d.run for d in details if d.run.status is not RunStatus.PASS]
+    if failed:
+        raise SystemExit(f"{len(failed)} runs did not pass: {failed[0].error}")
+    return elapsed
+
+
+if __name__ == "__main__":
+    url, count, workers, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+    print(asyncio.run(seconds_for(url, count, workers, steps)))
