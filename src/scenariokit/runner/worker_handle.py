@@ -263,6 +263,7 @@ class WorkerHandle:
         """
         launch = self._launch
         assert self.run_dir is not None
+        await asyncio.to_thread(zygote.ensure_running)  # before a sandbox is started for nothing
         parent_end, child_end = socket.socketpair()
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()

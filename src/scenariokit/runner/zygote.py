@@ -139,6 +139,14 @@ class Zygote:
         with self._lock:
             self._start()
 
+    def ensure_running(self) -> None:
+        """Raise :class:`ZygoteUnavailable` unless the zygote runs (a dead one is started again first,
+        at most every :data:`RESTART_DELAY_SECONDS`); blocking while it starts."""
+        if self._closed:
+            raise ZygoteUnavailable("the pool is closing")
+        if self.pid is None:
+            self._restart()
+
     def _restart(self) -> None:
         """Start a zygote that is gone again, at most every :data:`RESTART_DELAY_SECONDS`."""
         with self._lock:
@@ -190,10 +198,7 @@ class Zygote:
         Raises :class:`ZygoteUnavailable` when it cannot; a dead zygote is started again first (at
         most every :data:`RESTART_DELAY_SECONDS`).
         """
-        if self._closed:
-            raise ZygoteUnavailable("the pool is closing")
-        if self.pid is None:
-            self._restart()
+        self.ensure_running()
         read_end, write_end = os.pipe()
         try:
             with self._lock:
