@@ -36,6 +36,9 @@ ZYGOTE_START_SECONDS = 60.0
 FORK_SECONDS = 20.0
 #: seconds between two attempts to start a zygote that died or never came up
 RESTART_DELAY_SECONDS = 5.0
+#: workers the zygote could not set up in a row before the pool starts all its workers by exec (a
+#: kernel without ``setns`` on a pidfd, say): each such attempt costs a sandbox started for nothing
+GIVE_UP_AFTER = 3
 
 #: Runs in the zygote's interpreter: the pool's import path, then the fork server on its socket.
 ZYGOTE_BOOTSTRAP = (
@@ -124,6 +127,9 @@ class Zygote:
         self._lock = threading.Lock()
         self._last_start = 0.0
         self._closed = False
+        #: workers it could not set up in a row, and why it was given up on (then all start by exec)
+        self._refused = 0
+        self._gave_up: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -144,6 +150,8 @@ class Zygote:
         at most every :data:`RESTART_DELAY_SECONDS`); blocking while it starts."""
         if self._closed:
             raise ZygoteUnavailable("the pool is closing")
+        if self._gave_up is not None:
+            raise ZygoteUnavailable(f"the zygote could not set workers up: {self._gave_up}")
         if self.pid is None:
             self._restart()
 
@@ -212,16 +220,27 @@ class Zygote:
         finally:
             os.close(write_end)
         try:
-            return self._forked(read_end)
+            forked = self._forked(read_end)
         except _Overdue:  # a zygote that stopped answering (stopped, stuck) is replaced
             process = self._process
             if process is not None:
                 process.kill()
             os.close(read_end)
             raise
+        except ZygoteUnavailable as exc:
+            os.close(read_end)
+            self._refused += 1
+            if self._refused >= GIVE_UP_AFTER:  # this kernel or machine will not let it: stop trying
+                logger.warning(
+                    "the zygote could not set %d workers up in a row: all start by exec", GIVE_UP_AFTER
+                )
+                self._gave_up = str(exc)
+            raise
         except BaseException:
             os.close(read_end)
             raise
+        self._refused = 0
+        return forked
 
     @staticmethod
     def _forked(status: int) -> ForkedWorker:
