@@ -159,3 +159,34 @@ def test_a_service_not_running_as_root_starts_sandboxed_workers_by_exec(
     assert zygote_module.zygote_supported("none") is True
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     assert zygote_module.zygote_supported("bubblewrap") is True
+
+
+def test_a_malformed_request_is_refused_and_the_zygote_keeps_serving(tmp_path: Path) -> None:
+    zygote = Zygote(worker_environment(str(tmp_path)))
+    zygote.start()
+    try:
+        assert zygote._control is not None and zygote.pid is not None
+        socket.send_fds(zygote._control, [b'{"env": {}}'], [0])  # one descriptor: not a request
+        ours, theirs = socket.socketpair()
+        out_read, out_write = os.pipe()
+        env = worker_environment(str(tmp_path))
+        forked = zygote.fork(
+            {"uid": None, "env": env, "cwd": str(tmp_path)}, [theirs.fileno(), out_write, out_write]
+        )
+        theirs.close()
+        os.close(out_write)
+        ours.close()  # no options ever come: the worker exits at once, and says why on its stderr
+        assert forked.wait(20.0) == 1
+        assert b"EOFError" in os.read(out_read, 65536)
+        forked.close()
+        os.close(out_read)
+        children = [
+            pid for pid, info in process_table().items() if info.ppid == zygote.pid and not info.zombie
+        ]
+        assert children == [] or all(parent(pid) == zygote.pid for pid in children)
+        assert (
+            len([pid for pid in children if "zygote_process" in Path(f"/proc/{pid}/cmdline").read_text()])
+            <= 1
+        )
+    finally:
+        zygote.close()

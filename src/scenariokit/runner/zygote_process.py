@@ -83,10 +83,15 @@ def serve(control_fd: int) -> None:
             return
         try:
             request = json.loads(data)
+            if len(fds) < 4 or (request.get("sandbox") is not None and len(fds) < 5):
+                raise ValueError(f"{len(fds)} descriptors are not a request's")
             if threading.active_count() != 1:  # a forked thread's locks would be held forever
                 raise RuntimeError("the zygote runs a thread")
             if os.fork() == 0:
-                _go_between(control, request, fds)
+                try:
+                    _go_between(control, request, fds)
+                finally:  # whatever happens there, a fork never goes back to serving requests
+                    os._exit(1)
         except Exception as exc:  # the pool sees the status pipe close without a pid: it starts by exec
             print(f"scenariokit zygote: request refused: {type(exc).__name__}: {exc}", file=sys.stderr)
         finally:
