@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -180,13 +181,11 @@ def test_a_malformed_request_is_refused_and_the_zygote_keeps_serving(tmp_path: P
         assert b"EOFError" in os.read(out_read, 65536)
         forked.close()
         os.close(out_read)
-        children = [
-            pid for pid, info in process_table().items() if info.ppid == zygote.pid and not info.zombie
-        ]
-        assert children == [] or all(parent(pid) == zygote.pid for pid in children)
-        assert (
-            len([pid for pid in children if "zygote_process" in Path(f"/proc/{pid}/cmdline").read_text()])
-            <= 1
-        )
+        for _ in range(50):  # its go-between leaves once we stop listening; a second server never would
+            children = [pid for pid, info in process_table().items() if info.ppid == zygote.pid]
+            if not children:
+                break
+            time.sleep(0.1)
+        assert children == []
     finally:
         zygote.close()
