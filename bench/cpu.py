@@ -10,6 +10,9 @@ warm again, so it holds exactly one worker start per run. The bare Playwright sc
 same way (its driver and browser processes), so the two sit side by side.
 
     python bench/cpu.py [--scenarios 30] [--workers 2] [--sandbox bubblewrap,off] [--driver-snapshot on,off]
+        [--start zygote,exec]
+
+``--start exec`` starts every worker by exec, as a pool without a zygote does (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ from _shared import STEPS, CpuSampler, bare_playwright, serve_page
 import scenariokit
 from scenariokit.domain.model import RunStatus
 from scenariokit.formats.queries import RunQuery
+from scenariokit.runner import executor
 from scenariokit.runner.sandbox import DRIVER_SNAPSHOT_ENV, SANDBOX_ENV, bubblewrap_works
+
+_zygote_supported = executor.zygote_supported
 
 #: CPU seconds per run of the bare script, measured first: the others are printed as ratios to it
 _bare: list[float] = []
@@ -45,9 +51,12 @@ def report(label: str, count: int, seconds: float, sampler: CpuSampler, parent_l
         print(f"    {component:34s} {cpu / count * 1000:7.0f} ms")
 
 
-async def scenariokit_cpu(url: str, count: int, workers: int, sandbox: str, snapshot: str = "on") -> None:
+async def scenariokit_cpu(
+    url: str, count: int, workers: int, sandbox: str, snapshot: str = "on", start: str = "zygote"
+) -> None:
     os.environ[SANDBOX_ENV] = sandbox
     os.environ[DRIVER_SNAPSHOT_ENV] = "true" if snapshot == "on" else "false"
+    executor.zygote_supported = _zygote_supported if start == "zygote" else lambda kind: False
     with tempfile.TemporaryDirectory() as tmp:
         async with scenariokit.open_kit(f"sqlite:///{Path(tmp) / 'bench.db'}", workers=workers) as kit:
             env = await kit.environments.create({"name": "bench", "data": {"url": url}})
@@ -69,7 +78,10 @@ async def scenariokit_cpu(url: str, count: int, workers: int, sandbox: str, snap
                 took = time.perf_counter() - began
                 await _until_warm(scheduler.pool)  # the workers for the next runs, paid in this window
                 await asyncio.sleep(0.5)
-            label = f"scenariokit, {workers} worker(s), sandbox {sandbox}, driver snapshot {snapshot}"
+            label = (
+                f"scenariokit, {workers} worker(s), sandbox {sandbox}, driver snapshot {snapshot}, "
+                f"started by {start}"
+            )
             report(label, count, took, sampler, "scheduler process (pool, store)")
 
 
@@ -96,6 +108,7 @@ async def main() -> None:
     parser.add_argument(
         "--driver-snapshot", default="on", help="on, off, or on,off to compare in one session"
     )
+    parser.add_argument("--start", default="zygote", help="how workers come to exist: zygote, exec, or both")
     args = parser.parse_args()
     runner, url = await serve_page()
     try:
@@ -103,7 +116,8 @@ async def main() -> None:
         await bare_cpu(url, args.scenarios)
         for sandbox in args.sandbox.split(","):
             for snapshot in args.driver_snapshot.split(","):
-                await scenariokit_cpu(url, args.scenarios, args.workers, sandbox, snapshot)
+                for start in args.start.split(","):
+                    await scenariokit_cpu(url, args.scenarios, args.workers, sandbox, snapshot, start)
     finally:
         await runner.cleanup()
 

@@ -11,6 +11,7 @@ import pytest_asyncio
 from security_support import SECRET, UNLINKED_SECRET, VICTIM_SECRET, Hostile
 
 import scenariokit
+from scenariokit.runner import executor
 from scenariokit.runner.sandbox import bubblewrap_works
 from served_pages import serve_pages
 
@@ -23,19 +24,30 @@ def site() -> Iterator[str]:
         yield base
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["bubblewrap", "off"])
+@pytest_asyncio.fixture(
+    scope="module",
+    loop_scope="module",
+    params=[("bubblewrap", "zygote"), ("off", "zygote"), ("bubblewrap", "exec"), ("off", "exec")],
+    ids=lambda param: "-".join(param),
+)
 async def hostile(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, site: str
 ) -> AsyncIterator[Hostile]:
-    """A SQLite store with its generated key file, and a scheduler whose workers use the sandbox mode."""
-    mode = request.param
+    """A SQLite store with its generated key file, and a scheduler whose workers use the sandbox mode.
+
+    Its workers are forked from the pool's zygote, or (``exec``, as where the zygote cannot serve)
+    each started by exec.
+    """
+    mode, started = request.param
     if mode == "bubblewrap" and not bubblewrap_works():
         pytest.skip("bubblewrap cannot start a sandbox on this machine")
     patch = pytest.MonkeyPatch()
+    if started == "exec":
+        patch.setattr(executor, "zygote_supported", lambda kind: False)
     patch.setenv("SCENARIOKIT_SANDBOX", mode)
     patch.delenv("SCENARIOKIT_SECRET_KEY", raising=False)  # the key file beside the database is generated
     patch.setenv("SCENARIOKIT_API_TOKENS", "service-token-that-must-not-leak")
-    folder = tmp_path_factory.mktemp(f"hostile-{mode}")
+    folder = tmp_path_factory.mktemp(f"hostile-{mode}-{started}")
     database = folder / "kit.db"
     mark = uuid.uuid4().hex
     try:
@@ -67,6 +79,7 @@ async def hostile(
             yield Hostile(
                 kit=kit,
                 mode=mode,
+                started=started,
                 folder=folder,
                 database=database,
                 key=key,

@@ -24,6 +24,8 @@ class Hostile:
 
     kit: scenariokit.Kit
     mode: str
+    #: how its workers come to exist: ``zygote`` (forked) or ``exec``
+    started: str
     folder: Path
     database: Path
     key: Path
@@ -36,7 +38,12 @@ class Hostile:
     mark: str
 
     async def run(
-        self, name: str, *steps: str, credential: uuid.UUID | None = None, step_timeout: float = 30
+        self,
+        name: str,
+        *steps: str,
+        credential: uuid.UUID | None = None,
+        step_timeout: float = 30,
+        environment_id: uuid.UUID | None = None,
     ) -> Any:
         """Run a scenario of ``steps`` (linked to ``credential`` as ``admin``) to its end."""
         body: dict[str, Any] = {
@@ -49,4 +56,4 @@ class Hostile:
         if credential is not None:
             body["credentials"] = [{"credentialId": str(credential), "alias": "admin"}]
         scenario = await self.kit.scenarios.create(body)
-        return await self.kit.run(scenario.id, environment_id=self.env_id, timeout=240)
+        return await self.kit.run(scenario.id, environment_id=environment_id or self.env_id, timeout=240)

@@ -83,6 +83,7 @@ from scenariokit.runner.worker_handle import (
     WorkerLaunch,
     group_limit_reached,
 )
+from scenariokit.runner.zygote import Zygote, ZygoteUnavailable, zygote_environment, zygote_supported
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +169,7 @@ class WorkerPool:
         self._node_cache_task: asyncio.Task[None] | None = None
         #: the control groups of its workers' runs (None: this machine gives this process none)
         self.run_groups: RunGroups | None = None
+        self._zygote: Zygote | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -186,6 +188,7 @@ class WorkerPool:
         options = WorkerOptions(
             browser=browser, session_keepalive=self._session_keepalive, limits=self._sandbox.limits
         )
+        self._zygote = await self._start_zygote(kind, self._pool_dir)
         self._launch = WorkerLaunch(
             kind=kind,
             config=self._sandbox,
@@ -193,6 +196,7 @@ class WorkerPool:
             options=options,
             bwrap=bubblewrap_path() if kind == "bubblewrap" else None,
             groups=self.run_groups,
+            zygote=self._zygote,
         )
         self._idle = asyncio.Queue()
         self._node_cache_task = asyncio.ensure_future(self._fill_node_cache(browser))
@@ -203,6 +207,23 @@ class WorkerPool:
         if failures:
             await self.close()
             raise failures[0]
+
+    async def _start_zygote(self, kind: SandboxKind, pool_dir: Path) -> Zygote | None:
+        """The fork server the workers start from, where it can serve; None: they start by exec."""
+        if not self._sandbox.zygote or not zygote_supported(kind):
+            return None
+        zygote = Zygote(zygote_environment(kind, pool_dir, self._sandbox.pass_env))
+        try:
+            await asyncio.to_thread(zygote.start)
+        except ZygoteUnavailable as exc:
+            logger.warning("workers start by exec: %s", exc)
+            return None
+        return zygote
+
+    @property
+    def zygote(self) -> Zygote | None:
+        """The pool's fork server, when its workers start from one."""
+        return self._zygote
 
     async def _fill_node_cache(self, browser: BrowserConfig) -> None:
         """Give the workers started from now on the driver's compile cache and start-up snapshot.
@@ -346,6 +367,8 @@ class WorkerPool:
             await self._session_closed(SessionReleased(run_id=run_id, reason="worker stopped"))
         if self._callbacks:
             await asyncio.gather(*self._callbacks, return_exceptions=True)
+        if self._zygote is not None:
+            await asyncio.to_thread(self._zygote.close)
         if self._pool_dir is not None:
             await asyncio.to_thread(remove_dir, self._pool_dir)
         if self.run_groups is not None:

@@ -115,6 +115,8 @@ class SandboxConfig:
     pass_env: tuple[str, ...] = ()
     #: whether the pool builds the driver's start-up snapshot for its workers
     driver_snapshot: bool = True
+    #: whether workers are forked from the pool's zygote where it can (:mod:`.zygote`); else by exec
+    zygote: bool = True
 
     @classmethod
     def from_env(
@@ -447,10 +449,57 @@ def worker_command(
     bound read-only where Node looks for the worker's own user id) and the start-up snapshot (bound
     read-only, its launcher named by ``PLAYWRIGHT_NODEJS_PATH``).
     """
+    plan = worker_plan(kind, run_dir, config, browser_executable, bwrap, user, node_cache)
+    python = [sys.executable, "-I", "-c", BOOTSTRAP, json.dumps(worker_import_path())]
+    argv = [*plan.argv, "--", *python] if plan.bubblewrap else python
+    argv += [str(fd), str(plan.user) if plan.user is not None else ""]
+    return attrs.evolve(plan, argv=argv)
+
+
+#: What a sandbox started for a worker forked by the zygote (:mod:`.zygote`) runs: a shell that says
+#: the sandbox is set up (its first line, written once every mount is in place), then waits on its
+#: standard input, which only the pool holds, until it is killed with the sandbox.
+SANDBOX_WAITER = ("/bin/sh", "-c", "echo ready; read _")
+
+
+def sandbox_command(
+    run_dir: Path,
+    config: SandboxConfig,
+    browser_executable: str | None,
+    info_fd: int,
+    bwrap: str | None = None,
+    user: int | None = None,
+    node_cache: NodeCache | None = None,
+) -> WorkerCommand:
+    """The bubblewrap sandbox of a worker the zygote forks (the same one :func:`worker_command` makes).
+
+    It runs :data:`SANDBOX_WAITER` instead of Python and writes its first process's host pid and
+    namespaces to ``info_fd``; ``env`` is what the worker forked into it takes as its environment.
+    """
+    plan = worker_plan("bubblewrap", run_dir, config, browser_executable, bwrap, user, node_cache)
+    argv = [*plan.argv, "--info-fd", str(info_fd), "--", *SANDBOX_WAITER]
+    return attrs.evolve(plan, argv=argv)
+
+
+def worker_import_path() -> list[str]:
+    """The import path a worker starts with: the service's, without its working directory."""
+    return [entry for entry in sys.path if entry and Path(entry).resolve() != Path.cwd().resolve()]
+
+
+def worker_plan(
+    kind: SandboxKind,
+    run_dir: Path,
+    config: SandboxConfig,
+    browser_executable: str | None,
+    bwrap: str | None = None,
+    user: int | None = None,
+    node_cache: NodeCache | None = None,
+) -> WorkerCommand:
+    """What every way of starting a worker shares: environment, directories, user, and (under
+    bubblewrap) the ``bwrap`` options up to the command, in ``argv`` (empty without a sandbox)."""
     compile_cache = node_cache.compile_cache if node_cache is not None else None
     snapshot = node_cache.snapshot if node_cache is not None else None
-    path = [entry for entry in sys.path if entry and Path(entry).resolve() != Path.cwd().resolve()]
-    python = [sys.executable, "-I", "-c", BOOTSTRAP, json.dumps(path)]
+    argv: list[str] = []
     if kind == "bubblewrap":
         if user is None and drops_user(kind):  # never a sandboxed root by omission
             raise ValueError("a sandboxed worker of a service running as root needs a user id of its own")
@@ -463,10 +512,9 @@ def worker_command(
             argv += ["--perms", "0755", "--dir", SANDBOX_NODE_CACHE, "--ro-bind", str(compile_cache), bound]
         if snapshot is not None:
             argv += ["--ro-bind", str(snapshot), SANDBOX_DRIVER_SNAPSHOT]
-        argv += ["--", *python]
         inner, cache, snapshot_dir = SANDBOX_RUN_DIR, SANDBOX_NODE_CACHE, SANDBOX_DRIVER_SNAPSHOT
     else:  # the service's own user filled it: Node finds its folder where it is
-        argv, inner, user = python, str(run_dir), None
+        inner, user = str(run_dir), None
         cache = str(compile_cache.parent) if compile_cache is not None else ""
         snapshot_dir = str(snapshot) if snapshot is not None else ""
     env = worker_environment(inner, extra=config.pass_env)
@@ -474,7 +522,6 @@ def worker_command(
         env[NODE_CACHE_ENV] = cache
     if snapshot is not None:
         env[NODE_PATH_ENV] = f"{snapshot_dir}/{LAUNCHER_NAME}"
-    argv += [str(fd), str(user) if user is not None else ""]
     return WorkerCommand(
         argv=argv, env=env, run_dir=run_dir, inner_dir=inner, bubblewrap=kind == "bubblewrap", user=user
     )

@@ -1,8 +1,10 @@
 """The parent's handle on one worker process: starting it, talking to it, and stopping it for good.
 
-A worker is started with its own command line (:func:`.sandbox.worker_command`): a minimal
-environment, its private directory, under bubblewrap when the pool has it, and with its standard
-output and error piped back to the pool, so nothing it writes reaches the server's own log. Reports
+A worker is forked from the pool's zygote (:mod:`.zygote`; under bubblewrap into a sandbox started
+here, :func:`.sandbox.sandbox_command`), or started with its own command line
+(:func:`.sandbox.worker_command`) where the zygote cannot serve: either way a minimal environment,
+its private directory, under bubblewrap when the pool has it, and with its standard output and
+error piped back to the pool, so nothing it writes reaches the server's own log. Reports
 are read by a thread that blocks on the pipe and hands each one to the event loop, so the loop never
 blocks on a worker, whatever state that worker is in; they are decoded with
 :func:`.protocol.decode_report`, never trusted as pickles.
@@ -12,11 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
+import select
 import signal
 import socket
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -47,9 +53,12 @@ from scenariokit.runner.sandbox import (
     lease_worker_user,
     make_run_dir,
     remove_dir,
+    sandbox_command,
     worker_command,
+    worker_plan,
 )
 from scenariokit.runner.worker import WorkerOptions
+from scenariokit.runner.zygote import FORK_SECONDS, ForkedWorker, Zygote, ZygoteUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +102,8 @@ class WorkerLaunch:
     node_cache: NodeCache | None = None
     #: where each worker's control group is made (None: the machine gives none, rlimits alone apply)
     groups: RunGroups | None = None
+    #: the pool's fork server, when it has one: workers start from it, by exec when it fails
+    zygote: Zygote | None = None
 
 
 class WorkerHandle:
@@ -100,7 +111,10 @@ class WorkerHandle:
 
     def __init__(self, launch: WorkerLaunch) -> None:
         self._launch = launch
+        #: the process started: the worker's Python, or bubblewrap (running the worker or its waiter)
         self._process: subprocess.Popen[bytes] | None = None
+        #: the worker the zygote forked, if it came to exist that way
+        self._forked: ForkedWorker | None = None
         self._conn: Connection | None = None
         self._send_lock = asyncio.Lock()
         self._killed = threading.Lock()
@@ -136,7 +150,10 @@ class WorkerHandle:
 
     @property
     def pid(self) -> int | None:
-        """The pid of the process started (bubblewrap's, under the sandbox), also its process group id."""
+        """The worker's pid: the process started (bubblewrap's, under the sandbox), or the one the
+        zygote forked (on this host); also the process group id its processes are found by."""
+        if self._forked is not None:
+            return self._forked.pid
         return self._process.pid if self._process is not None else None
 
     async def start(
@@ -158,6 +175,52 @@ class WorkerHandle:
         except BaseException:
             await asyncio.to_thread(self.kill)  # gives the id back
             raise
+        parent_end: socket.socket | None = None
+        if launch.zygote is not None:
+            try:
+                parent_end, outputs = await self._fork(launch.zygote, uid)
+            except ZygoteUnavailable as exc:
+                logger.warning("worker started by exec: %s", exc)
+        if parent_end is None:
+            parent_end, outputs = self._exec(uid)
+        self._conn = Connection(parent_end.detach())
+        self._conn.send(launch.options)
+
+        def deliver(report: Report | WorkerGone) -> None:
+            if isinstance(report, WorkerReady):
+                self.started = True
+                if not ready.done():
+                    ready.set_result(None)
+                return
+            if isinstance(report, WorkerGone):
+                self.gone = True
+                if not ready.done():
+                    failure = RuntimeError(f"worker process {report.describe()} before it was ready")
+                    ready.set_exception(failure)
+            on_report(self, report)
+
+        threading.Thread(target=self._read, args=(loop, deliver), name="worker-pipe", daemon=True).start()
+        for name, stream in zip(("stdout", "stderr"), outputs, strict=True):
+            threading.Thread(
+                target=self._read_output,
+                args=(loop, name, stream, on_output),
+                name=f"worker-{name}",
+                daemon=True,
+            ).start()
+        try:
+            await asyncio.wait_for(ready, READY_TIMEOUT_SECONDS)
+        except BaseException as exc:
+            self.kill()  # a worker that did not come up must not outlive this call, even when cancelled
+            if isinstance(exc, TimeoutError):
+                raise RuntimeError(
+                    f"worker process did not start within {READY_TIMEOUT_SECONDS:g} s"
+                ) from None
+            raise
+
+    def _exec(self, uid: int | None) -> tuple[socket.socket, tuple[IO[bytes] | None, IO[bytes] | None]]:
+        """Start the worker's own Python (under bubblewrap when the pool has it): its pipe and output."""
+        launch = self._launch
+        assert self.run_dir is not None
         parent_end, child_end = socket.socketpair()
         try:
             command = worker_command(
@@ -172,7 +235,7 @@ class WorkerHandle:
             )
             self.inner_dir = command.inner_dir
             # Started from the loop's thread: bubblewrap's --die-with-parent follows the starting thread.
-            self._process = subprocess.Popen(  # noqa: ASYNC220 (see the comment above)
+            self._process = subprocess.Popen(
                 command.argv,
                 env=command.env,
                 pass_fds=(child_end.fileno(),),
@@ -191,39 +254,91 @@ class WorkerHandle:
         finally:
             child_end.close()
         self._bubblewrap = command.bubblewrap
-        self._conn = Connection(parent_end.detach())
-        self._conn.send(launch.options)
+        return parent_end, (self._process.stdout, self._process.stderr)
 
-        def deliver(report: Report | WorkerGone) -> None:
-            if isinstance(report, WorkerReady):
-                self.started = True
-                if not ready.done():
-                    ready.set_result(None)
-                return
-            if isinstance(report, WorkerGone):
-                self.gone = True
-                if not ready.done():
-                    failure = RuntimeError(f"worker process {report.describe()} before it was ready")
-                    ready.set_exception(failure)
-            on_report(self, report)
+    async def _fork(
+        self, zygote: Zygote, uid: int | None
+    ) -> tuple[socket.socket, tuple[IO[bytes] | None, IO[bytes] | None]]:
+        """Have the zygote fork the worker (into its own bubblewrap sandbox when the pool has one).
 
-        threading.Thread(target=self._read, args=(loop, deliver), name="worker-pipe", daemon=True).start()
-        for name, stream in (("stdout", self._process.stdout), ("stderr", self._process.stderr)):
-            threading.Thread(
-                target=self._read_output,
-                args=(loop, name, stream, on_output),
-                name=f"worker-{name}",
-                daemon=True,
-            ).start()
+        Raises :class:`ZygoteUnavailable` (having undone what it started) when it cannot.
+        """
+        launch = self._launch
+        assert self.run_dir is not None
+        await asyncio.to_thread(zygote.ensure_running)  # before a sandbox is started for nothing
+        parent_end, child_end = socket.socketpair()
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        given = [child_end.fileno(), out_write, err_write]
+        request: dict[str, object] = {"uid": uid}
         try:
-            await asyncio.wait_for(ready, READY_TIMEOUT_SECONDS)
+            if launch.kind == "bubblewrap":
+                info_read, info_write = os.pipe()
+                try:
+                    command = sandbox_command(
+                        self.run_dir, launch.config, launch.options.browser.executable, info_write,
+                        launch.bwrap, uid, launch.node_cache,
+                    )  # fmt: skip
+                    # Started from the loop's thread: --die-with-parent follows the starting thread.
+                    self._process = subprocess.Popen(  # noqa: ASYNC220 (see the comment above)
+                        command.argv,
+                        env=command.env,
+                        pass_fds=(info_write,),
+                        stdin=subprocess.PIPE,  # the waiter's: it waits on it, only we hold it
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.DEVNULL,
+                        process_group=0,
+                        cwd=self.run_dir,
+                        preexec_fn=self.group.join if self.group is not None else None,
+                    )
+                except BaseException:
+                    os.close(info_read)
+                    raise
+                finally:
+                    os.close(info_write)
+                self._bubblewrap = True
+                pidfd, namespaces = await asyncio.to_thread(_sandbox_ready, self._process, info_read)
+                given.append(pidfd)
+                request["sandbox"] = namespaces
+            else:
+                command = worker_plan("none", self.run_dir, launch.config, None, node_cache=launch.node_cache)
+            if self.group is not None:  # the go-between joins it: the worker is born in it
+                for name in self.group.procs_files:
+                    given.append(os.open(name, os.O_WRONLY | os.O_CLOEXEC))
+                request["groups"] = len(self.group.procs_files)
+            request.update(env=command.env, cwd=command.inner_dir)
+            self.inner_dir = command.inner_dir
+            forking = asyncio.ensure_future(asyncio.to_thread(zygote.fork, request, given))
+            try:
+                self._forked = await asyncio.shield(forking)
+            except asyncio.CancelledError:  # a worker it forked meanwhile is ours to stop all the same
+                with contextlib.suppress(Exception):
+                    self._forked = await forking
+                raise
         except BaseException as exc:
-            self.kill()  # a worker that did not come up must not outlive this call, even when cancelled
-            if isinstance(exc, TimeoutError):
-                raise RuntimeError(
-                    f"worker process did not start within {READY_TIMEOUT_SECONDS:g} s"
-                ) from None
+            parent_end.close()
+            for fd in (out_read, err_read):
+                os.close(fd)
+            if not isinstance(exc, Exception):  # cancelled: this worker will not be started at all
+                self.kill()
+                raise
+            await asyncio.to_thread(self._end_attempt)
+            if not isinstance(exc, ZygoteUnavailable):
+                raise ZygoteUnavailable(f"{type(exc).__name__}: {exc}") from exc  # exec may yet work
             raise
+        finally:
+            child_end.close()
+            for fd in given[1:]:
+                os.close(fd)
+        return parent_end, (os.fdopen(out_read, "rb"), os.fdopen(err_read, "rb"))
+
+    def _end_attempt(self) -> None:
+        """Undo a fork that did not work out (its sandbox), keeping the lease and the directory."""
+        process, self._process = self._process, None
+        self._bubblewrap = False
+        if process is not None:
+            _end_sandbox(process)
+            _close_pipes(process)
 
     def _read(self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Report | WorkerGone], None]) -> None:
         """Pipe reader thread."""
@@ -282,6 +397,8 @@ class WorkerHandle:
         if self._conn is not None:
             with contextlib.suppress(OSError):
                 self._conn.close()
+        if self._forked is not None:
+            return self._forked.wait(5.0)
         if self._process is None:
             return None
         try:
@@ -294,21 +411,34 @@ class WorkerHandle:
 
     async def shutdown(self, grace: float) -> None:
         """Ask the worker to close its browsers and exit; kill whatever is left after ``grace`` seconds."""
-        process = self._process
-        if process is not None and await self.send(Shutdown()):
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                await asyncio.to_thread(process.wait, grace)
+        process, forked = self._process, self._forked
+        if (process is not None or forked is not None) and await self.send(Shutdown()):
+            if forked is not None:
+                await asyncio.to_thread(forked.wait, grace)
+            elif process is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    await asyncio.to_thread(process.wait, grace)
         await asyncio.to_thread(self.kill)
 
     def kill(self) -> None:
         """Kill the worker and everything it started, and remove its directory. Idempotent; blocking."""
         self.gone = True
         with self._killed:
-            process = self._process
+            process, forked = self._process, self._forked
             if process is not None and not (self._bubblewrap and _end_sandbox(process)):
                 kill_process_tree(process.pid)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=5.0)
+            if forked is not None:
+                # under bubblewrap it died with its sandbox's PID namespace (its exit follows at once);
+                # without, or when that did not happen, its process group and descendants are found
+                # (its pid stays its own until then: the go-between reaps it only once we stop listening)
+                if not (self._bubblewrap and forked.wait(5.0) is not None):
+                    kill_process_tree(forked.pid)
+                    forked.wait(5.0)
+                forked.close()
+            if process is not None:
+                _close_pipes(process)
             if self.group is not None:  # whatever escaped the process tree dies with the group
                 self.group.remove()
             if self.run_dir is not None:
@@ -352,3 +482,54 @@ def _end_sandbox(process: subprocess.Popen[bytes]) -> bool:
     except subprocess.TimeoutExpired:
         return False
     return True
+
+
+def _close_pipes(process: subprocess.Popen[bytes]) -> None:
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+def _readable(fd: int, deadline: float) -> bool:
+    """Wait until ``fd`` has something to read (or its end); False once ``deadline`` passed."""
+    left = deadline - time.monotonic()
+    if left <= 0 or not select.select([fd], [], [], left)[0]:
+        raise RuntimeError(f"the sandbox was not set up within {FORK_SECONDS:g} s")
+    return True
+
+
+def _sandbox_ready(process: subprocess.Popen[bytes], info: int) -> tuple[int, dict[str, int]]:
+    """A pidfd of a new sandbox's first process and its namespaces, once every mount is in place.
+
+    bubblewrap writes its first process's host pid to ``info`` before setting the sandbox up; the
+    waiter's first line says the set-up is done. The pidfd pins that very process: it is checked to
+    be bubblewrap's child (our child, not yet reaped, so its pid is not reused) while it is known alive.
+    """
+    deadline = time.monotonic() + FORK_SECONDS
+    assert process.stdout is not None
+    waiter = process.stdout.fileno()
+    try:
+        data = b""
+        while _readable(info, deadline) and (chunk := os.read(info, 4096)):
+            data += chunk
+    finally:
+        os.close(info)
+    if not data:
+        raise RuntimeError("bubblewrap did not start a sandbox")
+    described = json.loads(data)
+    first = int(described["child-pid"])
+    if not _readable(waiter, deadline) or os.read(waiter, 64) != b"ready\n":
+        raise RuntimeError("the sandbox's waiter did not start")
+    pidfd = os.pidfd_open(first)
+    try:
+        with open(f"/proc/{first}/stat", "rb") as stat:
+            parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+        signal.pidfd_send_signal(pidfd, 0)  # still that process: the stat read was its own
+        if parent != process.pid:
+            raise RuntimeError(f"pid {first} is not the sandbox's first process")
+    except BaseException:
+        os.close(pidfd)
+        raise
+    namespaces = {name: int(described[f"{name}-namespace"]) for name in ("mnt", "pid", "ipc")}
+    return pidfd, namespaces

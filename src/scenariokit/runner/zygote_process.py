@@ -1,0 +1,269 @@
+"""The zygote's own process: a Python with the worker's modules imported, forking workers on request.
+
+It is started by the pool (:mod:`.zygote`) with a worker's minimal environment, as the service's
+user, outside any sandbox, and holds nothing but imported modules: it never receives a job, a secret
+or step code, and starts no thread and no event loop. For each request it forks a go-between, which
+(under bubblewrap) joins the namespaces of the sandbox the pool started for the worker and forks the
+worker inside them; the worker takes its descriptors, environment, directory and user exactly as a
+worker started by exec does (:data:`.sandbox.BOOTSTRAP`), then runs :func:`.worker.worker_entry`.
+The go-between waits for it and reports its exit status to the pool. docs/security.md says why a
+worker forked so is confined as one started by exec is.
+
+A request is one datagram on the control socket: JSON (``env``, ``cwd``, ``uid``, ``sandbox``,
+``groups``) and the descriptors of the worker's channel, standard output and error, the status pipe
+(where ``pid N``, ``started`` or ``error …`` and ``exit N`` lines go to the pool), under bubblewrap a
+pidfd of the sandbox's first process, and the ``cgroup.procs`` files of the run's control group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import traceback
+from typing import Any, NoReturn
+
+#: the largest request (its environment is the largest part)
+MAX_REQUEST_BYTES = 256 * 1024
+#: channel, stdout, stderr, status, the sandbox's pidfd, and the run's control group files
+MAX_REQUEST_FDS = 8
+#: the descriptor numbers a forked worker finds its channel and status pipe on
+CHANNEL_FD = 3
+STATUS_FD = 4
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAPBSET_DROP = 24
+#: the namespaces bubblewrap makes for a worker (joined) and those it shares with the host (kept)
+SANDBOX_NAMESPACES = ("mnt", "pid", "ipc")
+SHARED_NAMESPACES = ("user", "net", "uts", "cgroup")
+
+
+#: What the zygote imports for its workers: the worker and what it pulls in, and the modules it
+#: imports lazily once started (its plugin manager, the entry points it reads, Playwright's
+#: connection). Only scenariokit's own, Playwright's and the standard library's: plugins are third
+#: parties' code, loaded by each worker in its sandbox as before.
+PRELOADED = (
+    "scenariokit.runner.worker",
+    "scenariokit.plugins",
+    "scenariokit.plugins.builtin",
+    "importlib.metadata",
+    "urllib.request",
+    "playwright._impl.json_pipe",
+    "playwright._impl.local_utils",
+    "playwright._impl.protocol_channels",
+)
+
+
+def serve(control_fd: int) -> None:
+    """Import the worker's modules, say ready, and fork a worker for each request until the pool leaves."""
+    import importlib
+
+    for name in PRELOADED:
+        with contextlib.suppress(ImportError):  # a module gone in another version is imported late
+            importlib.import_module(name)
+    control = socket.socket(fileno=control_fd)
+    signal.signal(signal.SIGCHLD, _reap)
+    control.send(b"ready")
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, MAX_REQUEST_FDS)
+        except OSError:
+            return
+        if not data:  # the pool is gone (or closed us)
+            return
+        try:
+            request = json.loads(data)
+            if len(fds) < 4 or (request.get("sandbox") is not None and len(fds) < 5):
+                raise ValueError(f"{len(fds)} descriptors are not a request's")
+            if threading.active_count() != 1:  # a forked thread's locks would be held forever
+                raise RuntimeError("the zygote runs a thread")
+            if os.fork() == 0:
+                try:
+                    _go_between(control, request, fds)
+                finally:  # whatever happens there, a fork never goes back to serving requests
+                    os._exit(1)
+        except Exception as exc:  # the pool sees the status pipe close without a pid: it starts by exec
+            print(f"scenariokit zygote: request refused: {type(exc).__name__}: {exc}", file=sys.stderr)
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+
+def _reap(signum: int, frame: object) -> None:
+    """Collect every go-between that has exited (they report to the pool, not to us)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def _go_between(control: socket.socket, request: dict[str, Any], fds: list[int]) -> NoReturn:
+    """Join the sandbox (if any), fork the worker into it, report its pid and how it ended."""
+    code = 1
+    status = fds[3]
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        control.close()  # nothing forked from here ever holds the zygote's control socket
+        channel, out, err = fds[:3]
+        sandbox = request.get("sandbox")
+        groups = fds[5:] if sandbox is not None else fds[4:]
+        for group in groups[: int(request.get("groups", 0))]:  # the run's control group: the worker
+            os.write(group, b"0")  # is born in it, so is all it starts (this go-between waits there)
+        for group in groups:
+            os.close(group)
+        expected: dict[str, int] = {}
+        if sandbox is not None:
+            expected = _enter_sandbox(fds[4], sandbox)
+            os.close(fds[4])
+        worker = os.fork()
+        if worker == 0:
+            _become_worker(request, channel, out, err, status, expected)
+        _write(status, f"pid {worker}")
+        for fd in (channel, out, err):
+            os.close(fd)
+        ended = os.waitid(os.P_PID, worker, os.WEXITED | os.WNOWAIT)
+        if ended is None:  # only with WNOHANG
+            raise RuntimeError("waitid returned nothing")
+        signalled = ended.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+        _write(status, f"exit {-ended.si_status if signalled else ended.si_status}")
+        # Left unreaped until the pool stops listening: its pid (its process group's id, which the
+        # pool kills its processes by) cannot be taken by another process meanwhile.
+        waiting = select.poll()
+        waiting.register(status, select.POLLERR)
+        while not waiting.poll():
+            pass
+        code = 0
+    except BaseException as exc:
+        with contextlib.suppress(BaseException):
+            _write(status, f"error {type(exc).__name__}: {exc}")
+    finally:
+        os._exit(code)
+
+
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"{what}: {os.strerror(error)}")
+
+
+def _namespace(name: str, pid: str = "self") -> int:
+    return os.stat(f"/proc/{pid}/ns/{name}").st_ino
+
+
+def _enter_sandbox(pidfd: int, sandbox: dict[str, int]) -> dict[str, int]:
+    """Join the mount, PID (for children) and IPC namespaces of the sandbox's first process.
+
+    The pidfd pins that process: had it died, ``setns`` fails rather than join whatever took its pid.
+    Joining the mount namespace sets root and working directory to the sandbox's root. Returns the
+    namespaces the worker must find itself in (checked there, where ``/proc/self`` is its own).
+    """
+    kept = {name: _namespace(name) for name in SHARED_NAMESPACES}
+    _check(_libc().setns(pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), "setns")
+    return {**kept, **{name: int(sandbox[name]) for name in SANDBOX_NAMESPACES}}
+
+
+def _become_worker(
+    request: dict[str, Any], channel: int, out: int, err: int, status: int, expected: dict[str, int]
+) -> NoReturn:
+    """The worker: confined as one started by exec is, then :func:`.worker.worker_entry`."""
+    try:
+        os.setpgid(0, 0)  # the pool stops the worker and what it starts by this group
+        if expected:
+            _check_sandbox(expected)
+        _take_descriptors(channel, out, err, status)
+        status = STATUS_FD
+        import tempfile
+
+        tempfile.tempdir = None  # found again from this worker's TMPDIR
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        uid = request.get("uid")
+        if uid is not None:
+            _drop_to(int(uid))
+        if expected:  # bubblewrap's own promise to what it runs: no way back to more privileges
+            _check(_libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        sys.argv = ["-c"]
+        os.write(STATUS_FD, b"started\n")
+        os.close(STATUS_FD)  # step code never holds the pipe the pool reads the worker's end from
+    except BaseException as exc:
+        with contextlib.suppress(BaseException):
+            _write(status, f"error {type(exc).__name__}: {exc}")
+        os._exit(127)
+    code: int = 0
+    try:
+        from scenariokit.runner.worker import worker_entry
+
+        worker_entry(CHANNEL_FD)
+    except SystemExit as exc:
+        if isinstance(exc.code, int) or exc.code is None:
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+    os._exit(code)
+
+
+def _check_sandbox(expected: dict[str, int]) -> None:
+    """Refuse to run unless this process is in the sandbox's namespaces and under its root."""
+    for name, inode in expected.items():
+        if _namespace(name) != inode:
+            raise RuntimeError(f"the worker is not in the sandbox's {name} namespace")
+    root, sandbox_root = os.stat("/"), os.stat("/proc/1/root/")
+    if (root.st_dev, root.st_ino) != (sandbox_root.st_dev, sandbox_root.st_ino):
+        raise RuntimeError("the worker's root is not the sandbox's")
+
+
+def _take_descriptors(channel: int, out: int, err: int, status: int) -> None:
+    """Standard input from /dev/null, output and error to the pool, the channel and status; nothing else."""
+    devnull = os.open("/dev/null", os.O_RDWR)
+    # copied out of the way first: a descriptor given may sit on a number another one goes to
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in (devnull, out, err, channel, status)]
+    for target, fd in enumerate(moved):
+        os.dup2(fd, target)
+    os.closerange(STATUS_FD + 1, _max_fd())
+
+
+def _max_fd() -> int:
+    try:
+        return max(int(name) for name in os.listdir("/proc/self/fd")) + 1
+    except (OSError, ValueError):
+        return os.sysconf("SC_OPEN_MAX")
+
+
+def _drop_to(uid: int) -> None:
+    """Become ``uid`` for good, with no capability left, not even one an exec could bring back."""
+    libc = _libc()
+    with open("/proc/sys/kernel/cap_last_cap") as last:
+        for cap in range(int(last.read()) + 1):
+            _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop capability")
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
+        raise RuntimeError("the worker did not become its own user")
+
+
+def _write(fd: int, line: str) -> None:
+    os.write(fd, (line + "\n").encode())

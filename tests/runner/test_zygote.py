@@ -1,0 +1,191 @@
+"""Workers forked from the pool's zygote, and started by exec when it cannot serve (docs/security.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scenariokit.domain.job import RunEvent, RunFinished, RunJob
+from scenariokit.runner import zygote as zygote_module
+from scenariokit.runner.executor import WorkerPool
+from scenariokit.runner.processes import process_table
+from scenariokit.runner.sandbox import SandboxConfig, bubblewrap_works, sandbox_command, worker_environment
+from scenariokit.runner.zygote import Zygote, ZygoteUnavailable
+
+in_session = pytest.mark.asyncio(loop_scope="session")
+JobFactory = Callable[..., RunJob]
+Runner = Callable[..., Awaitable[tuple[RunFinished, list[RunEvent]]]]
+
+
+def marked_sandbox(**fields: Any) -> SandboxConfig:
+    """The environment's sandbox settings, passing the browser marker (see conftest.py) to workers."""
+    return SandboxConfig.from_env(pass_env=("RUNNER_TEST_MARK",), **fields)
+
+
+def parent(pid: int) -> int:
+    return process_table()[pid].ppid
+
+
+@in_session
+async def test_workers_are_forked_from_the_zygote_and_it_ends_with_the_pool(
+    run: Runner, make_job: JobFactory
+) -> None:
+    pool = WorkerPool(1, sandbox=marked_sandbox())
+    await pool.start()
+    try:
+        assert pool.zygote is not None and pool.zygote.pid is not None
+        zygote = pool.zygote.pid
+        for pid in pool.worker_pids():  # the worker, its go-between, the zygote
+            assert parent(parent(pid)) == zygote
+        outcome, _ = await run(make_job("print('forked')"), pool)
+        assert outcome.status == "pass", outcome.error
+    finally:
+        await pool.close()
+    assert zygote not in process_table()
+
+
+@in_session
+@pytest.mark.parametrize("mode", ["bubblewrap", "off"])
+async def test_without_a_zygote_workers_start_by_exec(run: Runner, make_job: JobFactory, mode: str) -> None:
+    if mode == "bubblewrap" and not bubblewrap_works():
+        pytest.skip("bubblewrap cannot start a sandbox on this machine")
+    pool = WorkerPool(1, sandbox=SandboxConfig(mode=mode, pass_env=("RUNNER_TEST_MARK",), zygote=False))
+    await pool.start()
+    try:
+        assert pool.zygote is None
+        outcome, _ = await run(make_job("print('by exec')"), pool)
+        assert outcome.status == "pass", outcome.error
+        assert pool.worker_pids() and all(parent(pid) == os.getpid() for pid in pool.worker_pids())
+    finally:
+        await pool.close()
+
+
+@in_session
+async def test_a_dead_zygote_is_started_again_and_workers_start_by_exec_meanwhile(
+    run: Runner, make_job: JobFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    pool = WorkerPool(1, sandbox=marked_sandbox())
+    await pool.start()
+    try:
+        assert pool.zygote is not None and pool.zygote.pid is not None
+        first = pool.zygote.pid
+        monkeypatch.setattr(zygote_module, "RESTART_DELAY_SECONDS", 3600.0)
+        os.kill(first, signal.SIGKILL)
+        for _ in range(50):
+            if pool.zygote.pid is None:
+                break
+            await asyncio.sleep(0.1)
+        outcome, _ = await run(make_job("print('after the zygote died')"), pool)  # a warm worker
+        assert outcome.status == "pass", outcome.error
+        outcome, _ = await run(make_job("print('by exec')"), pool)  # started while it was gone
+        assert outcome.status == "pass", outcome.error
+        for _ in range(100):  # the replacements start in the background
+            if "worker started by exec: the zygote is not running" in caplog.text:
+                break
+            await asyncio.sleep(0.1)
+        assert "worker started by exec: the zygote is not running" in caplog.text
+
+        monkeypatch.setattr(zygote_module, "RESTART_DELAY_SECONDS", 0.0)
+        for _ in range(3):
+            outcome, _ = await run(make_job("print('forked again')"), pool)
+            assert outcome.status == "pass", outcome.error
+        assert pool.zygote.pid not in (None, first)
+        for pid in pool.worker_pids():
+            assert parent(parent(pid)) == pool.zygote.pid
+    finally:
+        await pool.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not bubblewrap_works(), reason="the zygote joins sandboxes as root")
+def test_no_worker_is_forked_outside_its_sandbox_and_a_refusing_zygote_is_given_up(tmp_path: Path) -> None:
+    """A pidfd of a process that is not the sandbox (a reused pid): the worker never starts."""
+    import json
+    import subprocess
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    zygote = Zygote(worker_environment("/tmp/scenariokit-run"))
+    zygote.start()
+    info_read, info_write = os.pipe()
+    command = sandbox_command(run_dir, SandboxConfig(), None, info_write, user=0x7000_0FFF)
+    box = subprocess.Popen(
+        command.argv, pass_fds=(info_write,), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    os.close(info_write)
+    ours, theirs = socket.socketpair()
+    out_read, out_write = os.pipe()
+    try:
+        namespaces = json.loads(os.fdopen(info_read, "rb").read())
+        assert box.stdout is not None and box.stdout.readline() == b"ready\n"
+        wrong = os.pidfd_open(os.getpid())  # the host's namespaces, not the sandbox's
+        request = {
+            "uid": 0x7000_0FFF,
+            "env": command.env,
+            "cwd": command.inner_dir,
+            "sandbox": {name: namespaces[f"{name}-namespace"] for name in ("mnt", "pid", "ipc")},
+        }
+        for _ in range(zygote_module.GIVE_UP_AFTER):
+            with pytest.raises(ZygoteUnavailable, match="not in the sandbox's mnt namespace"):
+                zygote.fork(request, [theirs.fileno(), out_write, out_write, wrong])
+        os.close(wrong)
+        # a zygote that cannot set workers up on this machine is given up on: all start by exec
+        with pytest.raises(ZygoteUnavailable, match="could not set workers up"):
+            zygote.ensure_running()
+    finally:
+        box.kill()
+        box.wait()
+        zygote.close()
+        for fd in (out_read, out_write):
+            os.close(fd)
+        ours.close()
+        theirs.close()
+
+
+def test_a_service_not_running_as_root_starts_sandboxed_workers_by_exec(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # joining bubblewrap's namespaces needs CAP_SYS_ADMIN over them, which only root has outside them
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert zygote_module.zygote_supported("bubblewrap") is False
+    assert zygote_module.zygote_supported("none") is True
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert zygote_module.zygote_supported("bubblewrap") is True
+
+
+def test_a_malformed_request_is_refused_and_the_zygote_keeps_serving(tmp_path: Path) -> None:
+    zygote = Zygote(worker_environment(str(tmp_path)))
+    zygote.start()
+    try:
+        assert zygote._control is not None and zygote.pid is not None
+        socket.send_fds(zygote._control, [b'{"env": {}}'], [0])  # one descriptor: not a request
+        ours, theirs = socket.socketpair()
+        out_read, out_write = os.pipe()
+        env = worker_environment(str(tmp_path))
+        forked = zygote.fork(
+            {"uid": None, "env": env, "cwd": str(tmp_path)}, [theirs.fileno(), out_write, out_write]
+        )
+        theirs.close()
+        os.close(out_write)
+        ours.close()  # no options ever come: the worker exits at once, and says why on its stderr
+        assert forked.wait(20.0) == 1
+        assert b"EOFError" in os.read(out_read, 65536)
+        forked.close()
+        os.close(out_read)
+        for _ in range(50):  # its go-between leaves once we stop listening; a second server never would
+            children = [pid for pid, info in process_table().items() if info.ppid == zygote.pid]
+            if not children:
+                break
+            time.sleep(0.1)
+        assert children == []
+    finally:
+        zygote.close()
