@@ -32,6 +32,8 @@ from typing import Literal
 
 import attrs
 
+from scenariokit.runner.processes import pid_alive
+
 log = logging.getLogger(__name__)
 
 CgroupVersion = Literal[1, 2]
@@ -299,19 +301,9 @@ def _remove_dead(parent: _Place, limits: GroupLimits) -> None:
                 found
                 and int(found.group(1)) == namespace
                 and child.is_dir()
-                and not _alive(int(found.group(2)))
+                and not pid_alive(int(found.group(2)))
             ):
                 RunGroups((attrs.evolve(parent, path=child),), limits).close()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @functools.cache

@@ -263,17 +263,9 @@ class WorkerPool:
         folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
         scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix + "filling-"))
         launch = None if browser.ws_endpoint else browser.launch_options()
-        process = None
         try:
             argv, env = await asyncio.to_thread(node_cache_filler, folder, scratch, launch)
-            process = await asyncio.create_subprocess_exec(
-                *argv, env=env, cwd=scratch, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )  # fmt: skip
-            _, err = await asyncio.wait_for(process.communicate(), NODE_CACHE_SECONDS)
-            if process.returncode != 0:
-                raise RuntimeError(err.decode("utf-8", "replace").strip()[-500:])
+            await _prepare(argv, env, scratch, lambda _, err: err.strip()[-500:])
             filled = await asyncio.to_thread(seal_node_cache, folder)
             if filled is None:
                 raise RuntimeError("the driver left no cache")
@@ -287,9 +279,6 @@ class WorkerPool:
             await asyncio.to_thread(remove_dir, folder)
             raise
         finally:
-            if process is not None and process.returncode is None:
-                await asyncio.to_thread(kill_process_tree, process.pid)
-                await process.wait()
             await asyncio.to_thread(remove_dir, scratch)
 
     async def _built_driver_snapshot(self, kind: SandboxKind, compile_cache: Path | None) -> Path | None:
@@ -306,7 +295,6 @@ class WorkerPool:
         prefix = f"{POOL_DIR_PREFIX}{os.getpid()}-driver-snapshot-"
         folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
         scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix + "building-"))
-        process = None
         try:
             for sub in ("home", "tmp"):
                 await asyncio.to_thread((scratch / sub).mkdir)
@@ -318,15 +306,7 @@ class WorkerPool:
             command = await asyncio.to_thread(snapshot_builder, folder, env)
             if command is None:
                 raise RuntimeError("this Playwright ships no Node.js of its own")
-            argv, env = command
-            process = await asyncio.create_subprocess_exec(
-                *argv, env=env, cwd=scratch, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )  # fmt: skip
-            _, err = await asyncio.wait_for(process.communicate(), NODE_CACHE_SECONDS)
-            if process.returncode != 0:
-                raise RuntimeError(_node_failure(process.returncode, err.decode("utf-8", "replace")))
+            await _prepare(*command, scratch, _node_failure)
             built = await asyncio.to_thread(seal_driver_snapshot, folder)
             if built is None:
                 raise RuntimeError("Node wrote no snapshot")
@@ -345,9 +325,6 @@ class WorkerPool:
             await asyncio.to_thread(remove_dir, folder)
             raise
         finally:
-            if process is not None and process.returncode is None:
-                await asyncio.to_thread(kill_process_tree, process.pid)
-                await process.wait()
             await asyncio.to_thread(remove_dir, scratch)
 
     async def close(self) -> None:
@@ -714,6 +691,28 @@ class WorkerPool:
     def held_sessions(self) -> list[uuid.UUID]:
         """Run ids whose saved session is held open."""
         return list(self._session_owner)
+
+
+async def _prepare(
+    argv: list[str], env: dict[str, str], cwd: Path, failure: Callable[[int | None, str], str]
+) -> None:
+    """Run one of the pool's preparations (Playwright's own code, never step code) to its end within
+    :data:`NODE_CACHE_SECONDS`; RuntimeError with ``failure(exit code, its stderr)`` when it fails.
+    Whatever it started is killed when it did not end (a time-out, a cancelled pool start).
+    """
+    process = await asyncio.create_subprocess_exec(
+        *argv, env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        _, err = await asyncio.wait_for(process.communicate(), NODE_CACHE_SECONDS)
+    finally:
+        if process.returncode is None:
+            await asyncio.to_thread(kill_process_tree, process.pid)
+            await process.wait()
+    if process.returncode != 0:
+        raise RuntimeError(failure(process.returncode, err.decode("utf-8", "replace")))
 
 
 def _naming_the_limit(outcome: RunFinished, limit: str | None) -> RunFinished:

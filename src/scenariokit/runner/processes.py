@@ -30,6 +30,17 @@ class ProcessInfo(NamedTuple):
 PR_SET_CHILD_SUBREAPER = 36
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (in this PID namespace), whoever it belongs to."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
 def become_subreaper() -> bool:
     """Make this process the parent of every orphaned descendant (Linux); False where that is not possible.
 

@@ -33,6 +33,7 @@ import attrs
 
 from scenariokit.domain.errors import ScenarioKitError
 from scenariokit.runner.driver_snapshot import LAUNCHER_NAME, NODE_PATH_ENV, SANDBOX_DRIVER_SNAPSHOT
+from scenariokit.runner.processes import pid_alive
 
 SandboxMode = Literal["auto", "bubblewrap", "off"]
 SandboxKind = Literal["bubblewrap", "none"]
@@ -680,21 +681,11 @@ def make_pool_dir() -> Path:
     with contextlib.suppress(OSError):
         for entry in base.iterdir():
             match = _POOL_DIR.match(entry.name)
-            if match and not _alive(int(match.group(1))):
+            if match and not pid_alive(int(match.group(1))):
                 remove_dir(entry)
     folder = Path(tempfile.mkdtemp(prefix=f"{POOL_DIR_PREFIX}{os.getpid()}-", dir=base))
     folder.chmod(0o711)  # an unprivileged worker must reach its own run directory inside
     return folder
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # --- inside the worker ----------------------------------------------------------------------------
