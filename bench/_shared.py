@@ -320,8 +320,39 @@ async def memory_peak(roots: Callable[[], Iterable[int]], every: float = 0.25) -
 
 
 def worker_children(parent: int) -> list[int]:
-    """The worker processes of a ``scenariokit serve`` (children leading their own process group)."""
-    return [pid for pid, info in process_table().items() if info.ppid == parent and info.pgid == pid]
+    """The worker processes of a ``scenariokit serve``: below it, the innermost process-group leaders
+    whose tree holds a Playwright driver. A worker leads its own group and starts the driver; the
+    zygote that forks workers leads one above theirs (so it is left out), the browser one below the
+    driver (not a worker: no driver of its own).
+    """
+    table = process_table()
+    names = {pid: _name(pid) for pid in table}
+    children: dict[int, list[int]] = {}
+    for pid, info in table.items():
+        children.setdefault(info.ppid, []).append(pid)
+
+    def below(root: int) -> list[int]:
+        found, stack = [], list(children.get(root, ()))
+        while stack:
+            pid = stack.pop()
+            found.append(pid)
+            stack += children.get(pid, ())
+        return found
+
+    candidates = {
+        pid
+        for pid in below(parent)
+        if table[pid].pgid == pid and any(names.get(p, "").startswith("node") for p in [pid, *below(pid)])
+    }
+    return [pid for pid in candidates if not candidates.intersection(below(pid))]
+
+
+def _name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 # --- timelines ------------------------------------------------------------------------------------
