@@ -22,6 +22,7 @@ import pytest
 from security_support import SECRET, UNLINKED_SECRET, VICTIM_SECRET, Hostile
 
 from scenariokit.domain.model import RunErrorKind, RunStatus
+from scenariokit.runner.cgroups import available_controllers
 from scenariokit.runner.sandbox import WORKER_UIDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
@@ -295,7 +296,12 @@ BOMBS = {
 async def test_a_bomb_fails_its_own_run_naming_the_limit_and_the_next_run_passes(
     hostile: Hostile, bomb: str
 ) -> None:
-    if bomb == "processes" and hostile.mode == "off" and os.geteuid() == 0 and not _groups_limit("pids"):
+    if (
+        bomb == "processes"
+        and hostile.mode == "off"
+        and os.geteuid() == 0
+        and "pids" not in available_controllers()
+    ):
         pytest.skip(
             "RLIMIT_NPROC does not bind root, and this machine gives no pids control group: without the "
             "sandbox the worker runs as root here"
@@ -311,19 +317,6 @@ async def test_a_bomb_fails_its_own_run_naming_the_limit_and_the_next_run_passes
     assert after.run.status is RunStatus.PASS, after.run.error
 
 
-def _groups_limit(controller: str) -> bool:
-    """Whether runs here get a control group with ``controller`` (what ``open_run_groups`` finds)."""
-    from scenariokit.runner.cgroups import open_run_groups
-
-    groups = open_run_groups(64, 1, tag="probe")
-    if groups is None:
-        return False
-    try:
-        return controller in groups.controllers
-    finally:
-        groups.close()
-
-
 #: fills the renderer with 64 MiB blocks until there are 4 GiB: the browser, not the worker, allocates
 BROWSER_BOMB = (
     "await page.goto(helpers.getEnvUrl())\n"
@@ -336,7 +329,7 @@ BROWSER_BOMB = (
 async def test_a_browser_memory_bomb_fails_its_own_run_naming_the_limit(hostile: Hostile) -> None:
     """The run's control group holds the browser too: past the memory limit the kernel kills inside
     the run's group only, and the run says which limit it reached."""
-    if not _groups_limit("memory"):
+    if "memory" not in available_controllers():
         pytest.skip("this machine gives this process no memory control group: only rlimits apply")
 
     result = await hostile.run("browser bomb", "print('before')", BROWSER_BOMB, "print('never')")

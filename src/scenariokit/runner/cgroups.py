@@ -68,11 +68,9 @@ class RunGroup:
     def __init__(self, places: tuple[_Place, ...], limits: GroupLimits) -> None:
         self.places = places
         self.limits = limits
-
-    @property
-    def procs_files(self) -> tuple[str, ...]:
-        """The files a process writes its pid into to join (in every hierarchy)."""
-        return tuple(str(place.path / "cgroup.procs") for place in self.places)
+        #: the files a process writes its pid into to join (one per hierarchy), named once here so
+        #: that :meth:`join` builds no path between ``fork`` and ``exec``
+        self.procs_files = tuple(str(place.path / "cgroup.procs") for place in self.places)
 
     def join(self, pid: int = 0) -> None:
         """Move ``pid`` (0: the calling process) into the group; the children it starts later are born
@@ -113,15 +111,21 @@ class RunGroup:
 
     def oom_kills(self) -> int:
         """How many processes the kernel killed in the group for its memory limit."""
+        place = self._place("memory")
+        if place is None:
+            return 0
         text = self._read("memory", "memory.oom_control", "memory.events")
         count = _field(text, "oom_kill")
-        if count is None and self._place("memory") is not None:  # kernels before 4.13: was it reached
-            failed = _field(self._read("memory", "memory.failcnt", "memory.events"), "max")
-            if failed is None:
-                with contextlib.suppress(TypeError, ValueError):
-                    failed = int((self._read("memory", "memory.failcnt", "") or "").strip())
-            return 1 if failed else 0
-        return count or 0
+        if count is not None:
+            return count
+        # kernels before 4.13 count no kills: say whether the limit was reached at all
+        reached: int | None = None
+        if place.version == 2:
+            reached = _field(text, "max")
+        else:
+            with contextlib.suppress(TypeError, ValueError):
+                reached = int((self._read("memory", "memory.failcnt", "memory.failcnt") or "").strip())
+        return 1 if reached else 0
 
     def task_limit_hits(self) -> int:
         """How many forks or new threads the task limit refused."""
