@@ -17,6 +17,7 @@ from scenariokit.runner.sandbox import (
     DEFAULT_MEMORY_MB,
     SANDBOX_MODES,
     SandboxMode,
+    parse_flag,
     parse_memory_mb,
     parse_sandbox_mode,
 )
@@ -188,13 +189,6 @@ def _names(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
-def _flag(raw: str) -> bool:
-    value = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(raw.lower())
-    if value is None:
-        raise ValueError("must be one of true, false, 1, 0, yes, no")
-    return value
-
-
 def _trace_mode(raw: str) -> TraceMode:
     if raw not in TRACE_MODES:
         raise ValueError(f"must be one of {', '.join(TRACE_MODES)}")
@@ -223,10 +217,10 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "workers": ("SCENARIOKIT_WORKERS", _positive_whole),
     "lease_seconds": ("SCENARIOKIT_LEASE_SECONDS", _positive_number),
     "session_keepalive_seconds": ("SCENARIOKIT_SESSION_KEEPALIVE", _positive_number),
-    "run_scheduler": ("SCENARIOKIT_RUN_SCHEDULER", _flag),
+    "run_scheduler": ("SCENARIOKIT_RUN_SCHEDULER", parse_flag),
     "sandbox": ("SCENARIOKIT_SANDBOX", parse_sandbox_mode),
     "run_memory_mb": ("SCENARIOKIT_RUN_MEMORY_MB", parse_memory_mb),
-    "driver_snapshot": ("SCENARIOKIT_DRIVER_SNAPSHOT", _flag),
+    "driver_snapshot": ("SCENARIOKIT_DRIVER_SNAPSHOT", parse_flag),
     "authoring_max": ("SCENARIOKIT_AUTHORING_MAX", _positive_whole),
     "authoring_idle_seconds": ("SCENARIOKIT_AUTHORING_IDLE_SECONDS", _positive_number),
 }

@@ -290,6 +290,9 @@ async def test_a_pool_told_not_to_builds_no_snapshot(
 ) -> None:
     assert not SandboxConfig.from_env({"SCENARIOKIT_DRIVER_SNAPSHOT": "false"}).driver_snapshot
     assert SandboxConfig.from_env({}).driver_snapshot
+    assert SandboxConfig.from_env({"SCENARIOKIT_DRIVER_SNAPSHOT": "No"}).driver_snapshot is False
+    with pytest.raises(ValueError, match="true, false"):  # the rule the service's settings check
+        SandboxConfig.from_env({"SCENARIOKIT_DRIVER_SNAPSHOT": "off"})
     config = marked_sandbox_with(driver_snapshot=False)
     async with WorkerPool(1, sandbox=config) as pool:
         made = await pool.node_cache_made()

@@ -130,9 +130,17 @@ class SandboxConfig:
         mode = parse_sandbox_mode((environ.get(SANDBOX_ENV) or "auto").strip())
         memory = (environ.get(MEMORY_ENV) or "").strip()
         limits = ResourceLimits(memory_mb=parse_memory_mb(memory)) if memory else ResourceLimits()
-        snapshot = (environ.get(DRIVER_SNAPSHOT_ENV) or "true").strip().lower() not in ("false", "0", "no")
-        fields.setdefault("driver_snapshot", snapshot)
+        snapshot = (environ.get(DRIVER_SNAPSHOT_ENV) or "").strip()
+        fields.setdefault("driver_snapshot", parse_flag(snapshot) if snapshot else True)
         return cls(mode=mode, limits=limits, hidden=tuple(hidden), **fields)  # type: ignore[arg-type]
+
+
+def parse_flag(raw: str) -> bool:
+    """A yes/no setting's value: ``true``, ``1``, ``yes`` or ``false``, ``0``, ``no`` (any case)."""
+    value = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(raw.lower())
+    if value is None:
+        raise ValueError("must be one of true, false, 1, 0, yes, no")
+    return value
 
 
 def parse_memory_mb(raw: str) -> int:
