@@ -130,10 +130,15 @@ class CpuSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.parent = 0.0
+        #: components named by pid rather than by process name (a child scheduler process)
+        self.labels: dict[int, str] = {}
+        #: CPU seconds the whole machine was busy over the window, every process and the kernel's own work
+        self.machine = 0.0
         self._sampling = 0.0
 
     def __enter__(self) -> CpuSampler:
         self._own = os.times()
+        self._machine = _machine_seconds()[0]
         self._thread.start()
         return self
 
@@ -143,6 +148,7 @@ class CpuSampler:
         now = os.times()
         spent = (now.user - self._own.user) + (now.system - self._own.system)
         self.parent = spent - self._sampling  # the sampler's own thread is no part of the scheduler
+        self.machine = _machine_seconds()[0] - self._machine - self._sampling
 
     def baseline(self) -> None:
         """Count only what is spent from now on."""
@@ -150,6 +156,7 @@ class CpuSampler:
             self._before = {pid: cpu for pid, (_, cpu) in self._seen.items()}
             self._seen.clear()
             self._own = os.times()
+            self._machine = _machine_seconds()[0]
             self._sampling = 0.0
 
     def _loop(self) -> None:
@@ -173,7 +180,8 @@ class CpuSampler:
                 for pid, (ppid, name, cpu) in table.items():
                     if pid in self._followed or ppid == me or ppid in self._followed:
                         self._followed.add(pid)
-                        self._seen[pid] = (_component(name), cpu - self._before.get(pid, 0.0))
+                        component = self.labels.get(pid) or _component(name)
+                        self._seen[pid] = (component, cpu - self._before.get(pid, 0.0))
                 self._followed &= set(table)
                 self._sampling += time.thread_time() - began
             time.sleep(self._every)

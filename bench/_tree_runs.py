@@ -5,7 +5,11 @@ Started by ``bench/runs.py`` with that tree's ``src`` as ``PYTHONPATH``; it impo
 tree, uses only what both trees offer (``open_kit``, the services, ``start_runner``) and prints the
 seconds as its last line.
 
-    PYTHONPATH=<tree>/src python bench/_tree_runs.py URL COUNT WORKERS STEPS_JSON
+    PYTHONPATH=<tree>/src python bench/_tree_runs.py URL COUNT WORKERS STEPS_JSON [--handshake]
+
+With ``--handshake`` (``bench/cpu.py``) it prints ``ready`` once its workers are up and waits for a line
+on its standard input before it queues the runs, then prints ``done SECONDS`` once they are over and
+waits for another line before it closes, so the caller's CPU window holds the runs alone.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ except ImportError:
     from scenariokit.queries import RunQuery  # type: ignore[no-redef]
 
 
-async def seconds_for(url: str, count: int, workers: int, steps: list[str]) -> float:
+async def seconds_for(url: str, count: int, workers: int, steps: list[str], handshake: bool = False) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         async with scenariokit.open_kit(f"sqlite:///{Path(tmp) / 'bench.db'}", workers=workers) as kit:
             env = await kit.environments.create({"name": "bench", "data": {"url": url}})
@@ -43,6 +47,9 @@ async def seconds_for(url: str, count: int, workers: int, steps: list[str]) -> f
             ]
             await kit.start_runner()
             await asyncio.sleep(2)  # as bench/runs.py: the workers' first browsers are up
+            if handshake:
+                print("ready", flush=True)
+                await asyncio.to_thread(sys.stdin.readline)
             began = time.perf_counter()
             runs = [
                 await kit.runs.create({"scenarioId": str(s.id), "environmentId": str(env.id)})
@@ -52,6 +59,9 @@ async def seconds_for(url: str, count: int, workers: int, steps: list[str]) -> f
             while (await kit.runs.list(waiting)).total:  # noqa: ASYNC110 - the store is what we watch
                 await asyncio.sleep(0.05)
             elapsed = time.perf_counter() - began
+            if handshake:  # the caller's window ends here, before the kit is closed
+                print(f"done {elapsed}", flush=True)
+                await asyncio.to_thread(sys.stdin.readline)
             details = [await kit.runs.get(run.id) for run in runs]
     failed = [d.run for d in details if d.run.status is not RunStatus.PASS]
     if failed:
@@ -61,4 +71,5 @@ async def seconds_for(url: str, count: int, workers: int, steps: list[str]) -> f
 
 if __name__ == "__main__":
     url, count, workers, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
-    print(asyncio.run(seconds_for(url, count, workers, steps)))
+    handshake = "--handshake" in sys.argv[5:]
+    print(asyncio.run(seconds_for(url, count, workers, steps, handshake)))

@@ -10,16 +10,21 @@ warm again, so it holds exactly one worker start per run. The bare Playwright sc
 same way (its driver and browser processes), so the two sit side by side.
 
     python bench/cpu.py [--scenarios 30] [--workers 2] [--sandbox bubblewrap,off] [--driver-snapshot on,off]
-        [--start zygote,exec]
+        [--start zygote,exec] [--reused-tree PATH]
 
 ``--start exec`` starts every worker by exec, as a pool without a zygote does (docs/architecture.md).
+``--reused-tree PATH`` (a checkout of the release before one-run workers, as for ``bench/runs.py``) runs
+the same scenarios through that tree's scenariokit in a child process, sampled the same way from the
+moment its workers are up: the CPU per run that one-run workers are held against.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -49,6 +54,9 @@ def report(label: str, count: int, seconds: float, sampler: CpuSampler, parent_l
           f"{per_run * 1000:.0f} ms CPU per run{ratio}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
     for component, cpu in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"    {component:34s} {cpu / count * 1000:7.0f} ms")
+    unseen = sampler.machine - sum(parts.values())
+    print(f"    {'not seen in any sampled process':34s} {unseen / count * 1000:7.0f} ms"
+          f"  (the machine's busy time less the above: the kernel's own work, other programs)")  # fmt: skip
 
 
 async def scenariokit_cpu(
@@ -92,6 +100,33 @@ async def _until_warm(pool: object) -> None:
         await asyncio.sleep(0.05)
 
 
+async def reused_cpu(tree: Path, url: str, count: int, workers: int) -> None:
+    """The reused-worker release of ``tree``, in a child process: its CPU from its workers being up."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, str(Path(__file__).parent / "_tree_runs.py"), url, str(count), str(workers),
+        json.dumps(STEPS), "--handshake",
+        env={**os.environ, "PYTHONPATH": str(tree / "src")}, cwd=tempfile.gettempdir(),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdin is not None and child.stdout is not None
+    with CpuSampler() as sampler:
+        sampler.labels[child.pid] = "scheduler process (pool, store)"
+        if (await child.stdout.readline()).strip() != b"ready":
+            raise SystemExit(f"the runs through {tree} did not start")
+        await asyncio.sleep(0.5)  # the sampler has seen every process of the child
+        sampler.baseline()
+        child.stdin.write(b"go\n")
+        await child.stdin.drain()
+        done = (await child.stdout.readline()).split()
+        await asyncio.sleep(0.5)  # as for one-run workers: the browser launched for the next run is up
+    child.stdin.write(b"close\n")
+    await child.stdin.drain()
+    await child.wait()
+    if child.returncode != 0 or done[:1] != [b"done"]:
+        raise SystemExit(f"the runs through {tree} failed (exit {child.returncode})")
+    report(f"reused workers ({tree}), {workers} worker(s)", count, float(done[1]), sampler, "this process")
+
+
 async def bare_cpu(url: str, count: int) -> None:
     with CpuSampler() as sampler:
         began = time.perf_counter()
@@ -109,11 +144,14 @@ async def main() -> None:
         "--driver-snapshot", default="on", help="on, off, or on,off to compare in one session"
     )
     parser.add_argument("--start", default="zygote", help="how workers come to exist: zygote, exec, or both")
+    parser.add_argument("--reused-tree", type=Path, help="a checkout of the release with reused workers")
     args = parser.parse_args()
     runner, url = await serve_page()
     try:
         await bare_playwright(url, 2)
         await bare_cpu(url, args.scenarios)
+        if args.reused_tree:
+            await reused_cpu(args.reused_tree, url, args.scenarios, args.workers)
         for sandbox in args.sandbox.split(","):
             for snapshot in args.driver_snapshot.split(","):
                 for start in args.start.split(","):
