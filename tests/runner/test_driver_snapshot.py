@@ -18,10 +18,12 @@ from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob
 from scenariokit.runner import driver_snapshot, sandbox
 from scenariokit.runner.driver_snapshot import (
     BLOB_NAME,
+    DRIVER_TUNABLES,
     LAUNCHER_NAME,
     NODE_PATH_ENV,
     SANDBOX_DRIVER_SNAPSHOT,
     bundled_driver,
+    driver_tunables,
     launcher_script,
     seal_driver_snapshot,
     snapshot_builder,
@@ -115,6 +117,18 @@ def test_the_launcher_starts_node_from_the_blob_beside_it_only_while_the_blob_is
     assert _started(launcher) == "cli.js run-driver\n"
 
 
+@pytest.mark.parametrize("given", [None, "glibc.malloc.arena_max=2"])
+def test_the_launcher_gives_node_huge_pages_for_large_allocations_after_any_tunables_it_was_given(
+    tmp_path: Path, given: str | None
+) -> None:
+    node, _, launcher = _fake_driver(tmp_path)
+    node.write_text('#!/bin/sh\necho "$GLIBC_TUNABLES"\n')
+    env = {"PATH": os.defpath} | ({"GLIBC_TUNABLES": given} if given else {})
+    printed = subprocess.run([launcher], env=env, capture_output=True, text=True, check=True).stdout
+    assert printed == (f"{given}:{DRIVER_TUNABLES}" if given else DRIVER_TUNABLES) + "\n"
+    assert printed == driver_tunables(env) + "\n"  # the snapshot is built with what the launcher gives
+
+
 # --- with the real driver ------------------------------------------------------------------------------
 
 
@@ -197,6 +211,8 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
         continue
     if parent == me and b'run-driver' in cmdline:
         print('snapshot', b'--snapshot-blob' in cmdline)
+        environ = open(f'/proc/{pid}/environ', 'rb').read().split(b'\\0')
+        print('tunables', [v for v in environ if v.startswith(b'GLIBC_TUNABLES=')])
 answer = await page.request.get(helpers.env['url'])
 print('request', answer.status, 'Welcome' in await answer.text())
 async def fetched(route):
@@ -233,6 +249,8 @@ async def _runs_until_started_from_snapshot(
         assert _printed(events, "request ") == ["200 True"]
         assert _printed(events, "route ") == ["fetched 200"]
         if _printed(events, "snapshot ") == [str(expected)]:
+            if expected:  # its large allocations on huge pages, as the snapshot was built
+                assert _printed(events, "tunables ") == [f"[b'GLIBC_TUNABLES={DRIVER_TUNABLES}']"]
             return events
     raise AssertionError(f"no worker's driver was started {'from' if expected else 'without'} the snapshot")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from scenariokit.domain.job import RunEvent, RunFinished, RunJob
+from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob
 from scenariokit.runner import zygote as zygote_module
 from scenariokit.runner.executor import WorkerPool
 from scenariokit.runner.processes import process_table
@@ -46,8 +46,11 @@ async def test_workers_are_forked_from_the_zygote_and_it_ends_with_the_pool(
         zygote = pool.zygote.pid
         for pid in pool.worker_pids():  # the worker, its go-between, the zygote
             assert parent(parent(pid)) == zygote
-        outcome, _ = await run(make_job("print('forked')"), pool)
+        # what the zygote imported is frozen: a worker's collector never writes into those pages
+        frozen = "import gc\nprint('frozen', gc.get_freeze_count() > 1000)"
+        outcome, events = await run(make_job(frozen), pool)
         assert outcome.status == "pass", outcome.error
+        assert "frozen True" in [event.message for event in events if isinstance(event, LogEvent)]
     finally:
         await pool.close()
     assert zygote not in process_table()

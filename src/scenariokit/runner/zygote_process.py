@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import gc
 import json
 import os
 import select
@@ -71,6 +72,9 @@ def serve(control_fd: int) -> None:
     for name in PRELOADED:
         with contextlib.suppress(ImportError):  # a module gone in another version is imported late
             importlib.import_module(name)
+    # What the imports made is never garbage: the collector of every worker forked from here leaves
+    # it alone, and so does not write into (and copy) every page of it at its first collection.
+    gc.freeze()
     control = socket.socket(fileno=control_fd)
     signal.signal(signal.SIGCHLD, _reap)
     control.send(b"ready")
