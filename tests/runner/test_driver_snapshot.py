@@ -15,18 +15,21 @@ from pathlib import Path
 import pytest
 
 from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob
-from scenariokit.runner import driver_snapshot, sandbox
+from scenariokit.runner import driver_snapshot, executor, sandbox
+from scenariokit.runner.browser import discover_browser
 from scenariokit.runner.driver_snapshot import (
     BLOB_NAME,
     DRIVER_TUNABLES,
     LAUNCHER_NAME,
     NODE_PATH_ENV,
     SANDBOX_DRIVER_SNAPSHOT,
+    WARM_UP_FAILED,
     bundled_driver,
     driver_tunables,
     launcher_script,
     seal_driver_snapshot,
     snapshot_builder,
+    warm_up_options,
 )
 from scenariokit.runner.executor import WorkerPool
 from scenariokit.runner.sandbox import NodeCache, SandboxConfig, SandboxMode, bubblewrap_works, worker_command
@@ -132,23 +135,69 @@ def test_the_launcher_gives_node_huge_pages_for_large_allocations_after_any_tuna
 # --- with the real driver ------------------------------------------------------------------------------
 
 
+def _build(
+    base: Path, warm_up: dict[str, object] | None
+) -> tuple[Path, subprocess.CompletedProcess[str], dict[str, str]]:
+    """Build a snapshot of the real driver in ``base`` as the pool does (with ``warm_up``, warmed up)."""
+    folder, scratch = base / "snapshot", base / "scratch"
+    for sub in ("home", "tmp", "warm-up"):
+        (scratch / sub).mkdir(parents=True)
+    env = worker_command("none", scratch, SandboxConfig(), None, 0, node_cache=NodeCache(snapshot=folder)).env
+    command = snapshot_builder(folder, env, warm_up)
+    assert command is not None
+    argv, build_env = command
+    done = subprocess.run(argv, env=build_env, cwd=scratch, capture_output=True, text=True, timeout=120)
+    return folder, done, build_env
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """A snapshot of the real driver, built as the pool builds it; and the environment it was built in."""
     if bundled_driver() is None:
         pytest.skip("this Playwright ships no Node.js of its own")
-    base = tmp_path_factory.mktemp("driver-snapshot")
-    folder, scratch = base / "snapshot", base / "scratch"
-    for sub in ("home", "tmp"):
-        (scratch / sub).mkdir(parents=True)
-    env = worker_command("none", scratch, SandboxConfig(), None, 0, node_cache=NodeCache(snapshot=folder)).env
-    command = snapshot_builder(folder, env)
-    assert command is not None
-    argv, build_env = command
-    done = subprocess.run(argv, env=build_env, cwd=scratch, capture_output=True, text=True, timeout=120)
+    folder, done, env = _build(tmp_path_factory.mktemp("driver-snapshot"), None)
     assert done.returncode == 0, done.stderr[-2000:]
     assert seal_driver_snapshot(folder) == folder
-    return folder, build_env
+    return folder, env
+
+
+@pytest.fixture(scope="module")
+def warmed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A snapshot of the real driver warmed up with the browser the workers use."""
+    if bundled_driver() is None:
+        pytest.skip("this Playwright ships no Node.js of its own")
+    base = tmp_path_factory.mktemp("warmed-snapshot")
+    options = warm_up_options(discover_browser().launch_options(), base / "scratch" / "warm-up")
+    folder, done, env = _build(base, options)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert seal_driver_snapshot(folder) == folder
+    assert not any((base / "scratch" / "warm-up").iterdir()), "the warm-up left its browser's profile"
+    return folder, env
+
+
+@pytest.mark.browser
+def test_a_warmed_up_driver_starts_from_its_snapshot_in_the_environment_it_was_built_in(
+    warmed: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    # The warm-up read the environment too (the browser's launch), moved TMPDIR and HOME for its
+    # profile, and put them back: none of that is what the driver checks at start.
+    folder, env = warmed
+    started = _driver_version(folder / LAUNCHER_NAME, env, tmp_path)
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith("Version ")
+    assert "without its start-up snapshot" not in started.stderr
+
+
+@pytest.mark.browser
+def test_a_build_whose_warm_up_fails_says_so_with_its_own_exit_code(tmp_path: Path) -> None:
+    if bundled_driver() is None:
+        pytest.skip("this Playwright ships no Node.js of its own")
+    options = warm_up_options(
+        {"executable_path": str(tmp_path / "no-browser")}, tmp_path / "scratch" / "warm-up"
+    )
+    _, done, _ = _build(tmp_path, options)
+    assert done.returncode == WARM_UP_FAILED
+    assert "the driver's warm-up failed" in done.stderr
 
 
 def _driver_version(launcher: Path, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -299,6 +348,33 @@ async def test_a_pool_whose_snapshot_build_fails_says_so_and_its_workers_start_t
     said = [record.getMessage() for record in caplog.records]
     warned = [line for line in said if "no start-up snapshot of the Playwright driver, workers load" in line]
     assert warned and "CheckGlobalAndEternalHandles failed" in warned[0], said
+
+
+@pytest.mark.browser
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_pool_whose_warm_up_fails_builds_its_snapshot_without_one(
+    browser_marker: str,
+    make_job: Callable[..., RunJob],
+    marked_sandbox_with: Callable[..., SandboxConfig],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # a browser the warm-up cannot launch (the workers' own is fine): the snapshot comes all the same
+    def no_browser(options: dict[str, object], scratch: Path) -> dict[str, object]:
+        return warm_up_options({**options, "executable_path": str(tmp_path / "no-browser")}, scratch)
+
+    monkeypatch.setattr(executor, "warm_up_options", no_browser)
+    config = marked_sandbox_with("DRIVER_SNAPSHOT_WARM_UP_TEST")  # no snapshot built already is reused
+    with caplog.at_level(logging.WARNING, logger="scenariokit.runner.executor"):
+        async with WorkerPool(1, sandbox=config) as pool:
+            made = await pool.node_cache_made()
+            assert made is not None and made.snapshot is not None, "the pool built no snapshot"
+            await _runs_until_started_from_snapshot(pool, make_job, expected=True)
+    said = [record.getMessage() for record in caplog.records]
+    assert any(
+        "snapshot is built without its warm-up" in line and "node exited with 3" in line for line in said
+    ), said
 
 
 @pytest.mark.browser

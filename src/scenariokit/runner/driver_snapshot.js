@@ -12,6 +12,11 @@
 // loading reads of its surroundings (environment variables, the clock's origin, the working
 // directory) is recorded; when a variable the driver read differs at start, the driver is started
 // again the ordinary way, so a snapshot never runs with a stale setting.
+//
+// With a third argument (JSON: Playwright's launch options and a scratch folder), the loaded driver is
+// then warmed up: it launches that browser, fills and clicks in a page of its own and closes it, so
+// that the functions a run calls are compiled into the snapshot instead of in every run's driver. A
+// failed warm-up exits with WARM_UP_FAILED: the pool builds again without one.
 
 const path = require('path');
 const fs = require('fs');
@@ -19,6 +24,8 @@ const childProcess = require('child_process');
 const v8 = require('v8');
 
 const PACKAGE = process.argv[2];
+const WARM_UP = process.argv[3] ? JSON.parse(process.argv[3]) : null;
+const WARM_UP_FAILED = 3;
 const CANNOT_BE_IN_A_SNAPSHOT = ['http', 'https', 'http2', 'tls'];
 const NATIVE_PARTS = ['Internal Binding http_parser', 'Internal Binding http2', 'Internal Binding tls_wrap'];
 const WEB_GLOBALS = ['FormData', 'Headers', 'Request', 'Response', 'MessageEvent', 'CloseEvent', 'ErrorEvent',
@@ -29,6 +36,8 @@ const KEYS = JSON.parse(childProcess.execFileSync(process.execPath, ['-e',
   '.map((name) => [name, Object.getOwnPropertyNames(require(name))]))))'], { env: {}, encoding: 'utf8' }));
 
 let building = true;
+// whether what is read of the environment is recorded: while loading, not while warming up (below)
+let recording = true;
 
 // --- what loading reads of the process's surroundings ----------------------------------------------
 
@@ -38,15 +47,15 @@ const processEnv = process.env;
 process.env = new Proxy(processEnv, {
   get(target, name) {
     const value = target[name];
-    if (building && typeof name === 'string' && !readVariables.has(name)) readVariables.set(name, value ?? null);
+    if (building && recording && typeof name === 'string' && !readVariables.has(name)) readVariables.set(name, value ?? null);
     return value;
   },
   has(target, name) {
-    if (building && typeof name === 'string' && !readVariables.has(name)) readVariables.set(name, target[name] ?? null);
+    if (building && recording && typeof name === 'string' && !readVariables.has(name)) readVariables.set(name, target[name] ?? null);
     return name in target;
   },
   ownKeys(target) {
-    if (building) listedVariables = Object.keys(target).sort();
+    if (building && recording) listedVariables = Object.keys(target).sort();
     return Reflect.ownKeys(target);
   },
 });
@@ -185,18 +194,66 @@ load(path.join(PACKAGE, 'lib', 'bootstrap.js'));
 const core = load(path.join(PACKAGE, 'lib', 'coreBundle.js'));
 const utils = load(path.join(PACKAGE, 'lib', 'utilsBundle.js'));
 
-const loadedNatives = NATIVE_PARTS.filter((part) => process.moduleLoadList.includes(part));
-if (loadedNatives.length) throw new Error(`loading the driver loaded ${loadedNatives.join(', ')}`);
-if (clockOriginRead && typeof core.iso?.setTimeOrigin !== 'function') {
-  throw new Error('the driver keeps the clock origin it read while loading, and offers no way to set it again');
-}
 if (typeof process.execve !== 'function') throw new Error('this Node.js cannot start the driver again the ordinary way');
 if (typeof core.libCli?.decorateProgram !== 'function' || typeof utils.program?.parse !== 'function') {
   throw new Error('the driver no longer starts as its cli.js did when this entry was written');
 }
-building = false;
-process.env = processEnv;
-const variables = [...readVariables];
+
+// --- the warm-up --------------------------------------------------------------------------------------
+
+// What a run's driver does first, done once here: the bytecode V8 compiles for it is kept in the
+// snapshot. Playwright's in-process client drives the same server code (dispatchers, the browser's
+// protocol, frames, input) a worker's driver runs. What this reads of the environment is not
+// recorded: every function it calls reads again what it needs when a run calls it, and the browser's
+// profile goes to the scratch folder, not to a worker's TMPDIR (which does not exist out here).
+async function warmUp({ launch, scratch }) {
+  const saved = { TMPDIR: processEnv.TMPDIR, HOME: processEnv.HOME };
+  recording = false;
+  Object.assign(processEnv, { TMPDIR: scratch, HOME: scratch });
+  try {
+    const playwright = core.inprocess.createInProcessPlaywright();
+    const browser = await playwright.chromium.launch(launch);
+    try {
+      const page = await browser.newPage();
+      await page.setContent('<input id="name"><button id="go" onclick="out.textContent = name.value">go</button><p id="out"></p>');
+      await page.fill('#name', 'warm');
+      await page.click('#go');
+      await page.locator('#out').textContent();
+      await page.close();
+    } finally {
+      await browser.close();
+    }
+  } finally {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete processEnv[name];
+      else processEnv[name] = value;
+    }
+    recording = true;
+  }
+}
+
+let variables = null;
+
+// Loading (and the warm-up) done: what the snapshot holds is checked, and what loading read is fixed.
+function finish() {
+  const loadedNatives = NATIVE_PARTS.filter((part) => process.moduleLoadList.includes(part));
+  if (loadedNatives.length) throw new Error(`loading the driver loaded ${loadedNatives.join(', ')}`);
+  if (clockOriginRead && typeof core.iso?.setTimeOrigin !== 'function') {
+    throw new Error('the driver keeps the clock origin it read while loading, and offers no way to set it again');
+  }
+  building = false;
+  process.env = processEnv;
+  variables = [...readVariables];
+}
+
+if (WARM_UP === null) {
+  finish();
+} else {
+  warmUp(WARM_UP).then(finish).catch((error) => {
+    fs.writeSync(2, `the driver's warm-up failed: ${error?.stack ?? error}\n`);
+    process.exit(WARM_UP_FAILED);
+  });
+}
 
 // The one check done at start: which variable read while loading has changed since (null: none).
 function changedVariable() {

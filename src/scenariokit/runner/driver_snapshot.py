@@ -10,6 +10,7 @@ build fails, workers start the driver as before (docs/deployment.md, "The driver
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from collections.abc import Mapping
@@ -24,6 +25,8 @@ LAUNCHER_NAME = "node"
 NODE_PATH_ENV = "PLAYWRIGHT_NODEJS_PATH"
 #: where a sandboxed worker finds the snapshot's folder (bound read-only)
 SANDBOX_DRIVER_SNAPSHOT = "/tmp/scenariokit-driver-snapshot"
+#: the exit code of a snapshot build whose warm-up failed (``driver_snapshot.js``)
+WARM_UP_FAILED = 3
 #: glibc's setting for the driver: its large allocations (the 30 MB blob is read into two of them)
 #: are backed by transparent huge pages where the kernel offers them on request (``madvise``, the
 #: usual default): a tenth of the page faults, about a third of the start's CPU. Appended to any
@@ -83,13 +86,26 @@ def driver_tunables(env: Mapping[str, str]) -> str:
     return f"{given}:{DRIVER_TUNABLES}" if given else DRIVER_TUNABLES
 
 
-def snapshot_builder(folder: Path, worker_env: Mapping[str, str]) -> tuple[list[str], dict[str, str]] | None:
+def warm_up_options(launch_options: Mapping[str, object], scratch: Path) -> dict[str, object]:
+    """What the build's warm-up is given: the worker's browser launch (Python's keyword arguments of
+    ``chromium.launch``, in the driver's own names) and a scratch folder for its profile."""
+    names = {"executable_path": "executablePath"}
+    launch = {names.get(key, key): value for key, value in launch_options.items() if value is not None}
+    return {"launch": launch, "scratch": str(scratch)}
+
+
+def snapshot_builder(
+    folder: Path, worker_env: Mapping[str, str], warm_up: Mapping[str, object] | None = None
+) -> tuple[list[str], dict[str, str]] | None:
     """The command (argv, environment) that builds the snapshot in ``folder``; None without a bundled Node.
 
     ``worker_env`` is the environment a worker started with this snapshot has (its ``HOME`` and
     ``TMPDIR`` may be a scratch folder); the build runs in it, plus what Playwright adds for its
     driver, so that what the driver read while loading is what a worker's driver would read. The
-    launcher is written into ``folder`` here.
+    launcher is written into ``folder`` here. With ``warm_up`` (:func:`warm_up_options`) the loaded
+    driver launches that browser once and works a page before the snapshot is taken, so that what a
+    run's driver does first is compiled already; a build whose warm-up failed exits with
+    :data:`WARM_UP_FAILED`.
     """
     found = bundled_driver()
     if found is None:
@@ -111,6 +127,8 @@ def snapshot_builder(folder: Path, worker_env: Mapping[str, str]) -> tuple[list[
         str(SNAPSHOT_ENTRY),
         str(package),
     ]
+    if warm_up is not None:
+        argv.append(json.dumps(warm_up))
     return argv, env
 
 

@@ -43,7 +43,13 @@ from scenariokit.domain.job import (
 from scenariokit.domain.model import RunErrorKind, utcnow
 from scenariokit.runner.browser import BrowserConfig, discover_browser
 from scenariokit.runner.cgroups import RunGroups, open_run_groups
-from scenariokit.runner.driver_snapshot import BLOB_NAME, seal_driver_snapshot, snapshot_builder
+from scenariokit.runner.driver_snapshot import (
+    BLOB_NAME,
+    WARM_UP_FAILED,
+    seal_driver_snapshot,
+    snapshot_builder,
+    warm_up_options,
+)
 from scenariokit.runner.masking import LogMasker, mask_text
 from scenariokit.runner.processes import kill_process_tree
 from scenariokit.runner.protocol import (
@@ -243,7 +249,7 @@ class WorkerPool:
         key = (self._launch.kind, self._sandbox.pass_env)
         snapshot = _driver_snapshots.get(key)
         if snapshot is None or not await asyncio.to_thread((snapshot / BLOB_NAME).is_file):
-            snapshot = await self._built_driver_snapshot(self._launch.kind, known)
+            snapshot = await self._built_driver_snapshot(self._launch.kind, known, browser)
             if snapshot is None:
                 return
             _driver_snapshots[key] = snapshot
@@ -281,12 +287,16 @@ class WorkerPool:
         finally:
             await asyncio.to_thread(remove_dir, scratch)
 
-    async def _built_driver_snapshot(self, kind: SandboxKind, compile_cache: Path | None) -> Path | None:
+    async def _built_driver_snapshot(
+        self, kind: SandboxKind, compile_cache: Path | None, browser: BrowserConfig
+    ) -> Path | None:
         """The driver's start-up snapshot, built by Node running only Playwright's code; None if that failed.
 
         It is built in the environment a worker has, in a folder of its own named like the pools'
         (``make_pool_dir`` removes it once this process is gone), made read-only once built. A
-        failure is logged: workers start the driver as before.
+        failure is logged: workers start the driver as before. The build warms the driver up with
+        the workers' browser (not a remote one), in a scratch folder; when that fails it is logged
+        and the snapshot is built again without.
 
         Playwright names a few folders from ``HOME`` and ``TMPDIR`` while loading. Under bubblewrap
         they are those every worker sees; without it each run has folders of its own, so the
@@ -303,10 +313,22 @@ class WorkerPool:
             env = worker_command("none", inner, self._sandbox, None, 0, node_cache=as_worker).env
             if kind != "bubblewrap":
                 env["TMPDIR"] = tempfile.gettempdir()
-            command = await asyncio.to_thread(snapshot_builder, folder, env)
+            warm = None
+            if not browser.ws_endpoint:
+                await asyncio.to_thread((scratch / "warm-up").mkdir)
+                warm = warm_up_options(browser.launch_options(), scratch / "warm-up")
+            command = await asyncio.to_thread(snapshot_builder, folder, env, warm)
             if command is None:
                 raise RuntimeError("this Playwright ships no Node.js of its own")
-            await _prepare(*command, scratch, _node_failure)
+            try:
+                await _prepare(*command, scratch, _node_failure)
+            except PreparationFailed as exc:
+                if warm is None or exc.code != WARM_UP_FAILED:
+                    raise
+                logger.warning("the Playwright driver's snapshot is built without its warm-up: %s", exc)
+                command = await asyncio.to_thread(snapshot_builder, folder, env)
+                assert command is not None
+                await _prepare(*command, scratch, _node_failure)
             built = await asyncio.to_thread(seal_driver_snapshot, folder)
             if built is None:
                 raise RuntimeError("Node wrote no snapshot")
@@ -712,7 +734,16 @@ async def _prepare(
             await asyncio.to_thread(kill_process_tree, process.pid)
             await process.wait()
     if process.returncode != 0:
-        raise RuntimeError(failure(process.returncode, err.decode("utf-8", "replace")))
+        said = err.decode("utf-8", "replace")
+        raise PreparationFailed(process.returncode, failure(process.returncode, said))
+
+
+class PreparationFailed(RuntimeError):
+    """One of the pool's preparations exited with ``code``; the message says what it said."""
+
+    def __init__(self, code: int | None, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _naming_the_limit(outcome: RunFinished, limit: str | None) -> RunFinished:
