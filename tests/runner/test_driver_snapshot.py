@@ -150,42 +150,28 @@ def _build(
     return folder, done, build_env
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """A snapshot of the real driver, built as the pool builds it; and the environment it was built in."""
+def _sealed(base: Path, warm_up: dict[str, object] | None) -> tuple[Path, dict[str, str]]:
     if bundled_driver() is None:
         pytest.skip("this Playwright ships no Node.js of its own")
-    folder, done, env = _build(tmp_path_factory.mktemp("driver-snapshot"), None)
+    folder, done, env = _build(base, warm_up)
     assert done.returncode == 0, done.stderr[-2000:]
     assert seal_driver_snapshot(folder) == folder
     return folder, env
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A snapshot of the real driver, built as the pool builds it; and the environment it was built in."""
+    return _sealed(tmp_path_factory.mktemp("driver-snapshot"), None)
 
 
 @pytest.fixture(scope="module")
 def warmed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """A snapshot of the real driver warmed up with the browser the workers use."""
-    if bundled_driver() is None:
-        pytest.skip("this Playwright ships no Node.js of its own")
     base = tmp_path_factory.mktemp("warmed-snapshot")
-    options = warm_up_options(discover_browser().launch_options(), base / "scratch" / "warm-up")
-    folder, done, env = _build(base, options)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert seal_driver_snapshot(folder) == folder
+    built = _sealed(base, warm_up_options(discover_browser().launch_options(), base / "scratch" / "warm-up"))
     assert not any((base / "scratch" / "warm-up").iterdir()), "the warm-up left its browser's profile"
-    return folder, env
-
-
-@pytest.mark.browser
-def test_a_warmed_up_driver_starts_from_its_snapshot_in_the_environment_it_was_built_in(
-    warmed: tuple[Path, dict[str, str]], tmp_path: Path
-) -> None:
-    # The warm-up read the environment too (the browser's launch), moved TMPDIR and HOME for its
-    # profile, and put them back: none of that is what the driver checks at start.
-    folder, env = warmed
-    started = _driver_version(folder / LAUNCHER_NAME, env, tmp_path)
-    assert started.returncode == 0, started.stderr
-    assert started.stdout.startswith("Version ")
-    assert "without its start-up snapshot" not in started.stderr
+    return built
 
 
 @pytest.mark.browser
@@ -209,10 +195,13 @@ def _driver_version(launcher: Path, env: dict[str, str], cwd: Path) -> subproces
     )
 
 
+@pytest.mark.parametrize("snapshot", ["built", pytest.param("warmed", marks=pytest.mark.browser)])
 def test_the_driver_starts_from_its_snapshot_in_the_environment_it_was_built_in(
-    built: tuple[Path, dict[str, str]], tmp_path: Path
+    snapshot: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    folder, env = built
+    # Warmed up, the build read the environment too (the browser's launch) and moved TMPDIR and HOME
+    # for the browser's profile, then put them back: none of that is what the driver checks at start.
+    folder, env = request.getfixturevalue(snapshot)
     started = _driver_version(folder / LAUNCHER_NAME, env, tmp_path)
     assert started.returncode == 0, started.stderr
     assert started.stdout.startswith("Version ")
@@ -321,6 +310,22 @@ async def test_workers_start_the_driver_from_the_pools_snapshot_and_it_speaks_ht
         await _runs_until_started_from_snapshot(pool, make_job, expected=True)
 
 
+async def _pool_warnings(
+    config: SandboxConfig,
+    make_job: Callable[..., RunJob],
+    caplog: pytest.LogCaptureFixture,
+    *,
+    from_snapshot: bool,
+) -> tuple[NodeCache | None, list[str]]:
+    """What a pool made for its drivers, once one of its workers started one from the snapshot (or
+    not, as asked), and what the pool warned of meanwhile."""
+    with caplog.at_level(logging.WARNING, logger="scenariokit.runner.executor"):
+        async with WorkerPool(1, sandbox=config) as pool:
+            made = await pool.node_cache_made()
+            await _runs_until_started_from_snapshot(pool, make_job, expected=from_snapshot)
+    return made, [record.getMessage() for record in caplog.records]
+
+
 @pytest.mark.browser
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_pool_whose_snapshot_build_fails_says_so_and_its_workers_start_the_driver_as_before(
@@ -340,12 +345,8 @@ async def test_a_pool_whose_snapshot_build_fails_says_so_and_its_workers_start_t
     monkeypatch.setattr(driver_snapshot, "SNAPSHOT_ENTRY", entry)
     # a worker environment of its own: no snapshot this process built already is reused
     config = marked_sandbox_with("DRIVER_SNAPSHOT_TEST")
-    with caplog.at_level(logging.WARNING, logger="scenariokit.runner.executor"):
-        async with WorkerPool(1, sandbox=config) as pool:
-            made = await pool.node_cache_made()
-            assert made is not None and made.compile_cache is not None and made.snapshot is None
-            await _runs_until_started_from_snapshot(pool, make_job, expected=False)
-    said = [record.getMessage() for record in caplog.records]
+    made, said = await _pool_warnings(config, make_job, caplog, from_snapshot=False)
+    assert made is not None and made.compile_cache is not None and made.snapshot is None
     warned = [line for line in said if "no start-up snapshot of the Playwright driver, workers load" in line]
     assert warned and "CheckGlobalAndEternalHandles failed" in warned[0], said
 
@@ -366,15 +367,10 @@ async def test_a_pool_whose_warm_up_fails_builds_its_snapshot_without_one(
 
     monkeypatch.setattr(executor, "warm_up_options", no_browser)
     config = marked_sandbox_with("DRIVER_SNAPSHOT_WARM_UP_TEST")  # no snapshot built already is reused
-    with caplog.at_level(logging.WARNING, logger="scenariokit.runner.executor"):
-        async with WorkerPool(1, sandbox=config) as pool:
-            made = await pool.node_cache_made()
-            assert made is not None and made.snapshot is not None, "the pool built no snapshot"
-            await _runs_until_started_from_snapshot(pool, make_job, expected=True)
-    said = [record.getMessage() for record in caplog.records]
-    assert any(
-        "snapshot is built without its warm-up" in line and "node exited with 3" in line for line in said
-    ), said
+    made, said = await _pool_warnings(config, make_job, caplog, from_snapshot=True)
+    assert made is not None and made.snapshot is not None, "the pool built no snapshot"
+    retried = [line for line in said if "snapshot is built without its warm-up" in line]
+    assert retried and "node exited with 3" in retried[0], said
 
 
 @pytest.mark.browser
