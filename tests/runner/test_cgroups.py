@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from scenariokit.runner.cgroups import RunGroups, open_run_groups
+from scenariokit.runner.cgroups import JOIN_FAILED, RunGroup, RunGroups, open_run_groups
 
 
 @pytest.fixture
@@ -24,10 +25,8 @@ def groups() -> Iterator[RunGroups]:
         found.close()
 
 
-def _child(code: str, group_join: object) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-I", "-c", code], preexec_fn=group_join, capture_output=True, timeout=60
-    )  # type: ignore[call-overload]
+def _child(code: str, group: RunGroup) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(group.born_in([sys.executable, "-I", "-c", code]), capture_output=True, timeout=60)
 
 
 def test_a_process_tree_over_the_limit_is_killed_and_counted(groups: RunGroups) -> None:
@@ -36,7 +35,7 @@ def test_a_process_tree_over_the_limit_is_killed_and_counted(groups: RunGroups) 
     done = _child(
         "import subprocess,sys;sys.exit(subprocess.run([sys.executable,'-c',"
         "'b=bytearray(600*1024*1024);print(1)']).returncode)",
-        group.join,
+        group,
     )
     assert done.returncode != 0 and b"1" not in done.stdout
     assert group.oom_kills() >= 1
@@ -48,7 +47,7 @@ def test_a_process_tree_over_the_limit_is_killed_and_counted(groups: RunGroups) 
 
 def test_a_run_under_the_limit_is_untouched_and_its_peak_is_read(groups: RunGroups) -> None:
     group = groups.create()
-    done = _child("b=bytearray(16*1024*1024);b[::4096]=b'x'*len(b[::4096]);print('ok')", group.join)
+    done = _child("b=bytearray(16*1024*1024);b[::4096]=b'x'*len(b[::4096]);print('ok')", group)
     assert done.returncode == 0 and done.stdout.strip() == b"ok"
     assert group.oom_kills() == 0
     peak = group.peak_bytes()
@@ -72,7 +71,7 @@ def test_forks_past_the_task_limit_fail_with_eagain(groups: RunGroups) -> None:
         "    if pid == 0:\n"
         "        os.close(1); os.close(2); time.sleep(30); os._exit(0)\n"
         "    made+=1\n",
-        group.join,
+        group,
     )
     assert done.stdout.startswith(b"refused after "), done
     assert int(done.stdout.split()[-1]) < tasks
@@ -83,8 +82,11 @@ def test_forks_past_the_task_limit_fail_with_eagain(groups: RunGroups) -> None:
 
 def test_remove_kills_what_is_left_and_close_removes_everything(groups: RunGroups) -> None:
     group = groups.create()
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time;time.sleep(60)"], preexec_fn=group.join)
+    sleeper = subprocess.Popen(group.born_in([sys.executable, "-c", "import time;time.sleep(60)"]))
     try:
+        deadline = time.monotonic() + 10
+        while not group.pids() and time.monotonic() < deadline:  # the shell joins, then is the sleeper
+            time.sleep(0.01)
         assert group.pids() == [sleeper.pid]
         groups.create()  # a second group left behind, as a crashed pool would
         group.remove()
@@ -95,6 +97,19 @@ def test_remove_kills_what_is_left_and_close_removes_everything(groups: RunGroup
         sleeper.wait()
     groups.close()
     assert not any(place.path.exists() for place in groups.places)
+
+
+def test_a_process_that_cannot_join_its_group_never_starts(groups: RunGroups, tmp_path: Path) -> None:
+    group = groups.create()
+    marker = tmp_path / "started"
+    try:
+        group.remove()  # its folders are gone: nothing can join it
+        done = subprocess.run(group.born_in(["/bin/touch", str(marker)]), capture_output=True, timeout=30)
+        assert done.returncode == JOIN_FAILED
+        assert b"cannot join the run's control group" in done.stderr
+        assert not marker.exists()
+    finally:
+        group.remove()
 
 
 def test_none_without_a_writable_hierarchy(tmp_path: Path) -> None:

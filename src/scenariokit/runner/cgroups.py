@@ -26,7 +26,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -54,6 +54,16 @@ class _Place:
     controllers: tuple[Controller, ...]
 
 
+#: the exit code of a process started by :meth:`RunGroup.born_in` that could not join its group
+JOIN_FAILED = 125
+_JOIN_THEN_EXEC = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do '
+    'echo 0 2>/dev/null >"$1" || { echo "scenariokit: cannot join the run\'s control group ($1)" >&2; '
+    f"exit {JOIN_FAILED}; }}; "
+    'shift; n=$((n - 1)); done; exec "$@"'
+)
+
+
 @attrs.frozen
 class GroupLimits:
     """What a run's group holds it to: bytes of memory (swap included) and tasks."""
@@ -68,20 +78,20 @@ class RunGroup:
     def __init__(self, places: tuple[_Place, ...], limits: GroupLimits) -> None:
         self.places = places
         self.limits = limits
-        #: the files a process writes its pid into to join (one per hierarchy), named once here so
-        #: that :meth:`join` builds no path between ``fork`` and ``exec``
+        #: the files a process writes its pid into to join (one per hierarchy)
         self.procs_files = tuple(str(place.path / "cgroup.procs") for place in self.places)
 
-    def join(self, pid: int = 0) -> None:
-        """Move ``pid`` (0: the calling process) into the group; the children it starts later are born
-        in it. Safe between ``fork`` and ``exec`` (a ``preexec_fn``): plain system calls only."""
-        text = str(pid).encode() if pid else b"0"  # "0" is the writer itself
-        for name in self.procs_files:
-            fd = os.open(name, os.O_WRONLY)
-            try:
-                os.write(fd, text)
-            finally:
-                os.close(fd)
+    def born_in(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` started in the group: a shell writes its own pid into each hierarchy's
+        ``cgroup.procs`` and then becomes ``argv``, so it and every child it starts is born in the group.
+
+        This takes the place of a ``preexec_fn``, which makes Python fork the whole calling process
+        (a scheduler's hundred-odd MiB of page tables, and a copy-on-write fault for every page it
+        writes afterwards) instead of using ``vfork``. A group it cannot join ends the shell with
+        :data:`JOIN_FAILED` before ``argv`` starts.
+        """
+        return ["/bin/sh", "-c", _JOIN_THEN_EXEC, "scenariokit-join", str(len(self.procs_files)),
+                *self.procs_files, *argv]  # fmt: skip
 
     def pids(self) -> list[int]:
         """The processes in the group now."""

@@ -236,7 +236,8 @@ class WorkerHandle:
             self.inner_dir = command.inner_dir
             # Started from the loop's thread: bubblewrap's --die-with-parent follows the starting thread.
             self._process = subprocess.Popen(
-                command.argv,
+                # born in its control group, so is everything it starts (bubblewrap, driver, browser)
+                self.group.born_in(command.argv) if self.group is not None else command.argv,
                 env=command.env,
                 pass_fds=(child_end.fileno(),),
                 stdin=subprocess.DEVNULL,
@@ -244,8 +245,6 @@ class WorkerHandle:
                 stderr=subprocess.PIPE,
                 process_group=0,  # its own group: a terminal's Ctrl-C never reaches it
                 cwd=self.run_dir,
-                # born in its control group, so is everything it starts (bubblewrap, driver, browser)
-                preexec_fn=self.group.join if self.group is not None else None,
             )
         except BaseException:
             parent_end.close()
@@ -281,7 +280,7 @@ class WorkerHandle:
                     )  # fmt: skip
                     # Started from the loop's thread: --die-with-parent follows the starting thread.
                     self._process = subprocess.Popen(  # noqa: ASYNC220 (see the comment above)
-                        command.argv,
+                        self.group.born_in(command.argv) if self.group is not None else command.argv,
                         env=command.env,
                         pass_fds=(info_write,),
                         stdin=subprocess.PIPE,  # the waiter's: it waits on it, only we hold it
@@ -289,7 +288,6 @@ class WorkerHandle:
                         stderr=subprocess.DEVNULL,
                         process_group=0,
                         cwd=self.run_dir,
-                        preexec_fn=self.group.join if self.group is not None else None,
                     )
                 except BaseException:
                     os.close(info_read)
