@@ -79,6 +79,40 @@ async def test_a_sandboxed_zygote_refuses_a_requester_outside_any_sandbox_who_st
         await zygote.close()
 
 
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_requester_whose_variable_read_while_loading_differs_gets_the_ordinary_driver(
+    tmp_path: Path,
+) -> None:
+    fallback = tmp_path / "ordinary-node"
+    fallback.write_text("#!/bin/sh\necho started the ordinary way\n")
+    fallback.chmod(0o755)
+    folder = tmp_path / "zygote"
+    folder.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "PW_CLI_DISPLAY_VERSION": "1",
+    }
+    zygote = await DriverZygote.start(folder, env, sandboxed=False, fallback=str(fallback))
+    assert zygote is not None
+    launcher = [str(folder / ZYGOTE_LAUNCHER_NAME), "cli.js", "run-driver"]
+    try:
+        for version, expected in (("1", ""), ("2", "started the ordinary way\n")):
+            started = await asyncio.to_thread(
+                subprocess.run,
+                launcher,
+                input="",  # a forked driver ends with its standard input, saying nothing
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=tmp_path,
+                env={**env, "PW_CLI_DISPLAY_VERSION": version},
+            )
+            assert (started.returncode, started.stdout) == (0, expected), (version, started.stderr)
+    finally:
+        await zygote.close()
+
+
 #: step code saying whether its Playwright's driver was forked from the zygote, then making HTTP
 #: requests from that driver: the API request context, and a route that fetches the real response
 FORKED_AND_HTTP = """

@@ -49,11 +49,10 @@ def ask(payload):
     return answer, zygote, feed, out
 """
 
-REQUESTS = attack(
-    "requests",
+#: what the step's child (in the environment Playwright gives its driver, as a launcher has) does
+REQUESTING = (
     ASK
-    + """
-other = [pid for pid in os.listdir('/proc') if pid.isdigit()][0]
+    + """other = [pid for pid in os.listdir('/proc') if pid.isdigit()][0]
 refused = {}
 for name, payload in {
     'another sandbox': json.dumps({'argv': ['run-driver'], 'sandbox': int(other), 'pid': 1}).encode(),
@@ -88,6 +87,19 @@ os.close(feed)  # its standard input ends: the driver exits
 os.close(out)
 zygote.close()
 seen = {'refused': refused, 'answer': answer.decode(), 'drivers': drivers, 'uid': os.getuid()}
+print(repr(seen))
+"""
+)
+
+REQUESTS = attack(
+    "requests",
+    f"""
+import ast, subprocess, sys
+from playwright._impl._driver import get_driver_env
+asked = subprocess.run(
+    [sys.executable, '-c', {REQUESTING!r}], env=get_driver_env(), capture_output=True, text=True
+)
+seen = ast.literal_eval(asked.stdout) if asked.returncode == 0 else asked.stderr[-500:]
 """,
 )
 

@@ -78,9 +78,38 @@ function forkWhole() {
   return c.fork();
 }
 
+// What loading reads of the environment is kept by the driver's modules: a requester whose value of
+// one of those variables differs (or whose list of variables does, when loading listed them) gets no
+// forked driver, and starts its own, which reads its own.
+const readVariables = new Map();
+let listedVariables = null;
+const processEnv = process.env;
+process.env = new Proxy(processEnv, {
+  get(target, name) {
+    if (typeof name === 'string' && !readVariables.has(name)) readVariables.set(name, target[name] ?? null);
+    return target[name];
+  },
+  has(target, name) {
+    if (typeof name === 'string' && !readVariables.has(name)) readVariables.set(name, target[name] ?? null);
+    return name in target;
+  },
+  ownKeys(target) {
+    listedVariables = Object.keys(target).sort();
+    return Reflect.ownKeys(target);
+  },
+});
 require(path.join(PACKAGE, 'lib', 'bootstrap.js'));
 const core = require(path.join(PACKAGE, 'lib', 'coreBundle.js'));
 const utils = require(path.join(PACKAGE, 'lib', 'utilsBundle.js'));
+process.env = processEnv;
+
+// The variable read while loading whose value the requester's environment does not share (null: none).
+function changedVariable(environ) {
+  const theirs = new Map(environ.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]));
+  for (const [name, value] of readVariables) if ((theirs.get(name) ?? null) !== value) return name;
+  if (listedVariables !== null && [...theirs.keys()].sort().join('\0') !== listedVariables.join('\0')) return 'the list of variables';
+  return null;
+}
 if (typeof core.libCli?.decorateProgram !== 'function' || typeof utils.program?.parse !== 'function') {
   throw new Error('the driver no longer starts as its cli.js did when this zygote was written');
 }
@@ -177,6 +206,8 @@ function requester(connection) {
     opened.push(cwd);
     const root = fs.statSync(`/proc/${pid}/root/`);
     const environ = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
+    const changed = changedVariable(environ);
+    if (changed !== null) throw new Error(`${changed} differs from the zygote's, which the driver read while loading`);
     const files = groupFiles(controlGroups(pid));
     if (Number(c.syscall(SYS_PIDFD_SEND_SIGNAL, BigInt(pidfd), 0n, 0n, 0n)) !== 0) throw new Error('the requester is gone');
     return { pid, uid, gid, pidfd, ns, sandboxed, limits, cwd, root, environ, files };
