@@ -52,7 +52,11 @@ def ask(payload):
 #: what the step's child (in the environment Playwright gives its driver, as a launcher has) does
 REQUESTING = (
     ASK
-    + """other = [pid for pid in os.listdir('/proc') if pid.isdigit()][0]
+    + """import time
+began = time.monotonic()
+idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+idle.connect(folder + '/socket')  # connected, saying nothing: holds the zygote as long as it lets it
+other = [pid for pid in os.listdir('/proc') if pid.isdigit()][0]
 refused = {}
 for name, payload in {
     'another sandbox': json.dumps({'argv': ['run-driver'], 'sandbox': int(other), 'pid': 1}).encode(),
@@ -86,7 +90,8 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
 os.close(feed)  # its standard input ends: the driver exits
 os.close(out)
 zygote.close()
-seen = {'refused': refused, 'answer': answer.decode(), 'drivers': drivers, 'uid': os.getuid()}
+seen = {'refused': refused, 'answer': answer.decode(), 'drivers': drivers, 'uid': os.getuid(),
+        'seconds': time.monotonic() - began}
 print(repr(seen))
 """
 )
@@ -120,6 +125,7 @@ async def test_a_step_gets_no_driver_but_its_own_and_that_one_where_it_is(hostil
     assert isinstance(found, dict), found
     assert set(found["refused"].values()) == {""}, found["refused"]  # closed without a driver
     assert found["answer"] == "started\n", found
+    assert found["seconds"] < 4, found  # an idle connection held the zygote half a second, not longer
     drivers = found["drivers"]
     assert isinstance(drivers, dict) and len(drivers) == 1, (
         drivers

@@ -117,6 +117,9 @@ if (typeof core.libCli?.decorateProgram !== 'function' || typeof utils.program?.
 const OWN = Object.fromEntries(['mnt', 'pid', 'ipc'].map((name) => [name, fs.statSync(`/proc/self/ns/${name}`).ino]));
 const OWN_GROUPS = controlGroups('self');
 const ROOT = c.getuid() === 0;
+// read here: a driver reads no file of the requester's mount namespace (which step code may have made
+// itself, inside its sandbox) while it still holds any privilege
+const CAP_LAST_CAP = Number(fs.readFileSync('/proc/sys/kernel/cap_last_cap', 'utf8'));
 
 function controlGroups(pid) {
   const groups = new Map();
@@ -239,7 +242,9 @@ function reap() {
 // The zygote's loop: never returns in the zygote; returns the driver's arguments in a driver.
 function serve() {
   const timeout = Buffer.alloc(16);
-  timeout.writeBigInt64LE(2n, 0);  // a requester that connects and sends nothing holds the zygote 2 s at most
+  // A launcher sends its request as soon as it is connected: one that connects and sends nothing holds
+  // the zygote (and every other run's request behind it) half a second at most.
+  timeout.writeBigInt64LE(500000n, 8);
   for (;;) {
     reap();
     const connection = c.accept4(listener, 0n, 0n, SOCK_CLOEXEC);
@@ -298,8 +303,7 @@ function becomeDriver(connection, fds, peer) {
     c.close(peer.cwd);
     peer.limits.forEach((limit, resource) => check(c.setrlimit(resource, limit), `setrlimit ${resource}`));
     if (ROOT) {
-      const last = Number(fs.readFileSync('/proc/sys/kernel/cap_last_cap', 'utf8'));
-      for (let cap = 0; cap <= last; cap += 1) check(c.prctl(PR_CAPBSET_DROP, BigInt(cap), 0n, 0n, 0n), 'capbset');
+      for (let cap = 0; cap <= CAP_LAST_CAP; cap += 1) check(c.prctl(PR_CAPBSET_DROP, BigInt(cap), 0n, 0n, 0n), 'capbset');
       check(c.setgroups(0n, 0n), 'setgroups');
       check(c.setresgid(peer.gid, peer.gid, peer.gid), 'setgid');
       check(c.setresuid(peer.uid, peer.uid, peer.uid), 'setuid');

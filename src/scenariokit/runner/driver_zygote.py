@@ -42,6 +42,8 @@ ZYGOTE_NODE_FLAGS = (
     "--always-sparkplug",
     "--disable-warning=ExperimentalWarning",
 )
+#: how long a launcher waits for the zygote's answer before it starts the driver the ordinary way
+ANSWER_SECONDS = 5
 #: the first Node whose ``node:ffi`` is there without a flag
 MINIMUM_NODE = (26, 1)
 _FFI_PROBE = (
@@ -89,9 +91,11 @@ import json, os, socket, sys
 started = False
 try:
     zygote = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    zygote.settimeout({ANSWER_SECONDS})  # a zygote held up by others: start the driver the ordinary way
     zygote.connect({socket_path!r})
     socket.send_fds(zygote, [json.dumps(sys.argv[2:]).encode()], [0, 1, 2])
     started = zygote.recv(8) == b"started\\n"
+    zygote.settimeout(None)
 except OSError:
     pass
 if not started:
