@@ -25,6 +25,12 @@ def cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def reaped(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / TICK
+
+
 def faults(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[7])
@@ -39,7 +45,7 @@ async def main() -> None:
     runs = int(sys.argv[1])
     zygote = int(sys.argv[2]) if len(sys.argv) > 2 else None
     server, url = await serve_page()
-    driver_cpu, launcher_cpu, walls, flt, stops = [], [], [], [], []
+    driver_cpu, launcher_cpu, walls, flt, stops, browser_cpu = [], [], [], [], [], []
     zygote_before = cpu(zygote) if zygote else 0.0
     for _ in range(runs):
         began = time.perf_counter()
@@ -59,10 +65,12 @@ async def main() -> None:
             (between,) = children(zygote) - before
             (driver,) = children(between)
             driver_cpu.append(cpu(driver))
+            browser_cpu.append(reaped(driver))
             flt.append(faults(driver))
             launcher_cpu.append(cpu(launcher))
         else:
             driver_cpu.append(cpu(launcher))
+            browser_cpu.append(reaped(launcher))
             flt.append(faults(launcher))
             launcher_cpu.append(0.0)
         t = time.perf_counter()
@@ -78,7 +86,7 @@ async def main() -> None:
 
     print(f"runs {runs - skip}: driver {avg(driver_cpu):.0f} ms, launcher {avg(launcher_cpu):.0f} ms, "
           f"zygote share {zygote_share * 1000:.0f} ms, wall {avg(walls):.0f} ms; "
-          f"stop {avg(stops):.0f} ms, faults {sum(flt[1:]) // (runs - 1)}, driver per run {[round(x * 1000) for x in driver_cpu]}")
+          f"stop {avg(stops):.0f} ms, browser (reaped by the driver) {avg(browser_cpu):.0f} ms, faults {sum(flt[1:]) // (runs - 1)}, driver per run {[round(x * 1000) for x in driver_cpu]}")
 
 
 asyncio.run(main())
