@@ -45,11 +45,15 @@ from scenariokit.runner.browser import BrowserConfig, discover_browser
 from scenariokit.runner.cgroups import RunGroups, open_run_groups
 from scenariokit.runner.driver_snapshot import (
     BLOB_NAME,
+    LAUNCHER_NAME,
+    SANDBOX_DRIVER_SNAPSHOT,
     WARM_UP_FAILED,
+    driver_variables,
     seal_driver_snapshot,
     snapshot_builder,
     warm_up_options,
 )
+from scenariokit.runner.driver_zygote import DriverZygote
 from scenariokit.runner.masking import LogMasker, mask_text
 from scenariokit.runner.processes import kill_process_tree
 from scenariokit.runner.protocol import (
@@ -173,6 +177,7 @@ class WorkerPool:
         self._retiring: set[asyncio.Task[None]] = set()
         self._closed = False
         self._node_cache_task: asyncio.Task[None] | None = None
+        self._driver_zygote: DriverZygote | None = None
         #: the control groups of its workers' runs (None: this machine gives this process none)
         self.run_groups: RunGroups | None = None
         self._zygote: Zygote | None = None
@@ -257,6 +262,41 @@ class WorkerPool:
             self._launch = attrs.evolve(
                 self._launch, node_cache=NodeCache(compile_cache=known, snapshot=snapshot)
             )
+        if self._sandbox.driver_zygote and not self._closed:
+            self._driver_zygote = await self._started_driver_zygote(self._launch.kind, known, snapshot)
+            if self._driver_zygote is not None and not self._closed:
+                cache = NodeCache(compile_cache=known, snapshot=snapshot, zygote=self._driver_zygote.folder)
+                self._launch = attrs.evolve(self._launch, node_cache=cache)
+
+    async def _started_driver_zygote(
+        self, kind: SandboxKind, compile_cache: Path | None, snapshot: Path
+    ) -> DriverZygote | None:
+        """The pool's driver zygote, started in a worker's environment; None (logged) if it cannot run."""
+        prefix = f"{POOL_DIR_PREFIX}{os.getpid()}-driver-zygote-"
+        folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
+        sandboxed = kind == "bubblewrap"
+        try:
+            as_worker = NodeCache(compile_cache=compile_cache, snapshot=snapshot, zygote=folder)
+            inner = Path(SANDBOX_RUN_DIR) if sandboxed else folder
+            env = {
+                **worker_command("none", inner, self._sandbox, None, 0, node_cache=as_worker).env,
+                **driver_variables(),
+            }
+            if not sandboxed:
+                env["TMPDIR"] = tempfile.gettempdir()
+            fallback = f"{SANDBOX_DRIVER_SNAPSHOT if sandboxed else snapshot}/{LAUNCHER_NAME}"
+            zygote = await DriverZygote.start(folder, env, sandboxed=sandboxed, fallback=fallback)
+            if zygote is None:
+                raise RuntimeError("this Node.js cannot fork (no node:ffi, or older than 26.1)")
+            atexit.register(remove_dir, folder)
+            logger.info("Playwright driver zygote started: each run's driver is forked from it")
+            return zygote
+        except Exception as exc:  # workers start their drivers as before
+            logger.warning(
+                "no Playwright driver zygote, workers start their drivers: %s: %s", type(exc).__name__, exc
+            )
+            await asyncio.to_thread(remove_dir, folder)
+            return None
 
     @staticmethod
     async def _filled_node_cache(browser: BrowserConfig) -> Path | None:
@@ -368,6 +408,9 @@ class WorkerPool:
             await asyncio.gather(*self._callbacks, return_exceptions=True)
         if self._zygote is not None:
             await asyncio.to_thread(self._zygote.close)
+        if self._driver_zygote is not None:
+            await self._driver_zygote.close()
+            await asyncio.to_thread(remove_dir, self._driver_zygote.folder)
         if self._pool_dir is not None:
             await asyncio.to_thread(remove_dir, self._pool_dir)
         if self.run_groups is not None:

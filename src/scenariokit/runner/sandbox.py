@@ -33,6 +33,7 @@ import attrs
 
 from scenariokit.domain.errors import ScenarioKitError
 from scenariokit.runner.driver_snapshot import LAUNCHER_NAME, NODE_PATH_ENV, SANDBOX_DRIVER_SNAPSHOT
+from scenariokit.runner.driver_zygote import DRIVER_ZYGOTE_ENV, SANDBOX_DRIVER_ZYGOTE, ZYGOTE_LAUNCHER_NAME
 from scenariokit.runner.processes import pid_alive
 
 SandboxMode = Literal["auto", "bubblewrap", "off"]
@@ -116,6 +117,8 @@ class SandboxConfig:
     pass_env: tuple[str, ...] = ()
     #: whether the pool builds the driver's start-up snapshot for its workers
     driver_snapshot: bool = True
+    #: whether the pool runs a driver zygote that forks each run's driver (``runner/driver_zygote.py``)
+    driver_zygote: bool = False
     #: whether workers are forked from the pool's zygote where it can (:mod:`.zygote`); else by exec
     zygote: bool = True
 
@@ -132,6 +135,8 @@ class SandboxConfig:
         limits = ResourceLimits(memory_mb=parse_memory_mb(memory)) if memory else ResourceLimits()
         snapshot = (environ.get(DRIVER_SNAPSHOT_ENV) or "").strip()
         fields.setdefault("driver_snapshot", parse_flag(snapshot) if snapshot else True)
+        driver_zygote = (environ.get(DRIVER_ZYGOTE_ENV) or "").strip()
+        fields.setdefault("driver_zygote", parse_flag(driver_zygote) if driver_zygote else False)
         return cls(mode=mode, limits=limits, hidden=tuple(hidden), **fields)  # type: ignore[arg-type]
 
 
@@ -418,6 +423,8 @@ class NodeCache:
     compile_cache: Path | None = None
     #: the folder of the driver's start-up snapshot (``runner/driver_snapshot.py``)
     snapshot: Path | None = None
+    #: the folder of the pool's driver zygote: its socket and the launcher that asks it for a driver
+    zygote: Path | None = None
 
 
 @attrs.frozen
@@ -508,6 +515,7 @@ def worker_plan(
     bubblewrap) the ``bwrap`` options up to the command, in ``argv`` (empty without a sandbox)."""
     compile_cache = node_cache.compile_cache if node_cache is not None else None
     snapshot = node_cache.snapshot if node_cache is not None else None
+    zygote = node_cache.zygote if node_cache is not None else None
     argv: list[str] = []
     if kind == "bubblewrap":
         if user is None and drops_user(kind):  # never a sandboxed root by omission
@@ -521,16 +529,22 @@ def worker_plan(
             argv += ["--perms", "0755", "--dir", SANDBOX_NODE_CACHE, "--ro-bind", str(compile_cache), bound]
         if snapshot is not None:
             argv += ["--ro-bind", str(snapshot), SANDBOX_DRIVER_SNAPSHOT]
+        if zygote is not None:  # a socket in a read-only mount still takes connections
+            argv += ["--ro-bind", str(zygote), SANDBOX_DRIVER_ZYGOTE]
         inner, cache, snapshot_dir = SANDBOX_RUN_DIR, SANDBOX_NODE_CACHE, SANDBOX_DRIVER_SNAPSHOT
+        zygote_dir = SANDBOX_DRIVER_ZYGOTE
     else:  # the service's own user filled it: Node finds its folder where it is
         inner, user = str(run_dir), None
         cache = str(compile_cache.parent) if compile_cache is not None else ""
         snapshot_dir = str(snapshot) if snapshot is not None else ""
+        zygote_dir = str(zygote) if zygote is not None else ""
     env = worker_environment(inner, extra=config.pass_env)
     if compile_cache is not None:
         env[NODE_CACHE_ENV] = cache
     if snapshot is not None:
         env[NODE_PATH_ENV] = f"{snapshot_dir}/{LAUNCHER_NAME}"
+    if zygote is not None:  # its launcher falls back to the snapshot's (or Node) by itself
+        env[NODE_PATH_ENV] = f"{zygote_dir}/{ZYGOTE_LAUNCHER_NAME}"
     return WorkerCommand(
         argv=argv, env=env, run_dir=run_dir, inner_dir=inner, bubblewrap=kind == "bubblewrap", user=user
     )

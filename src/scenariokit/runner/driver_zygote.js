@@ -1,0 +1,347 @@
+'use strict';
+// The driver zygote: one Node per pool with Playwright's driver loaded (and compiled: it runs with
+// --no-lazy), forking a fresh driver for each run through node:ffi instead of starting one.
+// `node --single-threaded --no-lazy --no-flush-bytecode driver_zygote.js PACKAGE SOCKET MODE`,
+// MODE `sandboxed` (a requester must be in a PID and mount namespace other than the zygote's) or
+// `unsandboxed`. See driver_zygote.py for the launcher that asks it for a driver.
+//
+// A request is a connection on SOCKET carrying the requester's standard input, output and error
+// (SCM_RIGHTS) and the driver's arguments, which must be `run-driver`. Nothing else in it is read:
+// where the driver goes is taken from the kernel's facts about the requester (SO_PEERPIDFD,
+// SO_PEERCRED and /proc/<pid>): its mount, PID and IPC namespaces, its control groups, its user and
+// group, its resource limits, its working directory and its environment. A driver so made is where
+// a driver the requester started itself would be, and nothing a request says can put it elsewhere.
+// The zygote answers `started` once the driver is confined; a requester that sees the connection
+// close without it starts its driver the ordinary way.
+
+const path = require('path');
+const fs = require('fs');
+const ffi = require('node:ffi');
+
+const [PACKAGE, SOCKET, MODE] = process.argv.slice(2);
+if (!['sandboxed', 'unsandboxed'].includes(MODE)) throw new Error(`unknown mode ${MODE}`);
+
+const { functions: c } = ffi.dlopen(null, {
+  socket: { arguments: ['int32', 'int32', 'int32'], return: 'int32' },
+  bind: { arguments: ['int32', 'buffer', 'uint32'], return: 'int32' },
+  listen: { arguments: ['int32', 'int32'], return: 'int32' },
+  accept4: { arguments: ['int32', 'pointer', 'pointer', 'int32'], return: 'int32' },
+  recvmsg: { arguments: ['int32', 'buffer', 'int32'], return: 'int64' },
+  send: { arguments: ['int32', 'buffer', 'uint64', 'int32'], return: 'int64' },
+  getsockopt: { arguments: ['int32', 'int32', 'int32', 'buffer', 'buffer'], return: 'int32' },
+  setsockopt: { arguments: ['int32', 'int32', 'int32', 'buffer', 'uint32'], return: 'int32' },
+  fork: { arguments: [], return: 'int32' },
+  waitpid: { arguments: ['int32', 'buffer', 'int32'], return: 'int32' },
+  dup2: { arguments: ['int32', 'int32'], return: 'int32' },
+  close: { arguments: ['int32'], return: 'int32' },
+  open: { arguments: ['string', 'int32', 'int32'], return: 'int32' },
+  fchdir: { arguments: ['int32'], return: 'int32' },
+  setns: { arguments: ['int32', 'int32'], return: 'int32' },
+  syscall: { arguments: ['int64', 'int64', 'int64', 'pointer', 'int64'], return: 'int64' },
+  setrlimit: { arguments: ['int32', 'buffer'], return: 'int32' },
+  prctl: { arguments: ['int32', 'uint64', 'uint64', 'uint64', 'uint64'], return: 'int32' },
+  setgroups: { arguments: ['uint64', 'pointer'], return: 'int32' },
+  setresgid: { arguments: ['uint32', 'uint32', 'uint32'], return: 'int32' },
+  setresuid: { arguments: ['uint32', 'uint32', 'uint32'], return: 'int32' },
+  getuid: { arguments: [], return: 'uint32' },
+  capset: { arguments: ['buffer', 'buffer'], return: 'int32' },
+  madvise: { arguments: ['uint64', 'uint64', 'int32'], return: 'int32' },
+  uv_loop_fork: { arguments: ['pointer'], return: 'int32' },
+  _exit: { arguments: ['int32'], return: 'void' },
+  __errno_location: { arguments: [], return: 'pointer' },
+});
+const errno = () => ffi.getInt32(c.__errno_location(), 0);
+function check(result, what) {
+  if (Number(result) < 0) throw new Error(`${what}: errno ${errno()}`);
+  return Number(result);
+}
+
+const AF_UNIX = 1, SOCK_STREAM = 1, SOCK_CLOEXEC = 0o2000000, SOL_SOCKET = 1, SCM_RIGHTS = 1;
+const SO_PEERCRED = 17, SO_PEERPIDFD = 77, SO_RCVTIMEO = 20, MSG_CMSG_CLOEXEC = 0x40000000;
+const O_RDONLY = 0, O_WRONLY = 1, O_PATH = 0o10000000, O_DIRECTORY = 0o200000, O_CLOEXEC = 0o2000000;
+const CLONE_NEWNS = 0x00020000, CLONE_NEWIPC = 0x08000000, CLONE_NEWPID = 0x20000000;
+const SYS_PIDFD_SEND_SIGNAL = 424n;
+const PR_SET_NO_NEW_PRIVS = 38, PR_SET_DUMPABLE = 4, PR_CAPBSET_DROP = 24, PR_SET_PDEATHSIG = 1, SIGKILL = 9;
+const RLIMITS = 16;  // RLIMIT_CPU .. RLIMIT_RTTIME
+const MADV_DOFORK = 11;
+
+// V8 maps its heap MADV_DONTFORK: a child forked as it is finds no heap and crashes. Right before each
+// fork everything up to [vvar] (VM_IO: madvise stops there) and from [vdso]'s end up is made
+// inheritable again, one call each, with no JavaScript allocation between them and the fork.
+const maps = fs.readFileSync('/proc/self/maps', 'latin1');
+const vvar = BigInt(`0x${/^([0-9a-f]+)-[0-9a-f]+ .*\[vvar\]/m.exec(maps)[1]}`);
+const vdsoEnd = BigInt(`0x${/^[0-9a-f]+-([0-9a-f]+) .*\[vdso\]/m.exec(maps)[1]}`);
+const LOW = 0x10000n, LOW_LENGTH = vvar - 0x10000n, HIGH_LENGTH = 0x7ffffffff000n - vdsoEnd;
+function forkWhole() {
+  c.madvise(LOW, LOW_LENGTH, MADV_DOFORK);
+  c.madvise(vdsoEnd, HIGH_LENGTH, MADV_DOFORK);
+  return c.fork();
+}
+
+// What loading reads of the environment is kept by the driver's modules: a requester whose value of
+// one of those variables differs (or whose list of variables does, when loading listed them) gets no
+// forked driver, and starts its own, which reads its own.
+const readVariables = new Map();
+let listedVariables = null;
+const processEnv = process.env;
+process.env = new Proxy(processEnv, {
+  get(target, name) {
+    if (typeof name === 'string' && !readVariables.has(name)) readVariables.set(name, target[name] ?? null);
+    return target[name];
+  },
+  has(target, name) {
+    if (typeof name === 'string' && !readVariables.has(name)) readVariables.set(name, target[name] ?? null);
+    return name in target;
+  },
+  ownKeys(target) {
+    listedVariables = Object.keys(target).sort();
+    return Reflect.ownKeys(target);
+  },
+});
+require(path.join(PACKAGE, 'lib', 'bootstrap.js'));
+const core = require(path.join(PACKAGE, 'lib', 'coreBundle.js'));
+const utils = require(path.join(PACKAGE, 'lib', 'utilsBundle.js'));
+process.env = processEnv;
+
+// The variable read while loading whose value the requester's environment does not share (null: none).
+function changedVariable(environ) {
+  const theirs = new Map(environ.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]));
+  for (const [name, value] of readVariables) if ((theirs.get(name) ?? null) !== value) return name;
+  if (listedVariables !== null && [...theirs.keys()].sort().join('\0') !== listedVariables.join('\0')) return 'the list of variables';
+  return null;
+}
+if (typeof core.libCli?.decorateProgram !== 'function' || typeof utils.program?.parse !== 'function') {
+  throw new Error('the driver no longer starts as its cli.js did when this zygote was written');
+}
+
+const OWN = Object.fromEntries(['mnt', 'pid', 'ipc'].map((name) => [name, fs.statSync(`/proc/self/ns/${name}`).ino]));
+const OWN_GROUPS = controlGroups('self');
+const ROOT = c.getuid() === 0;
+// read here: a driver reads no file of the requester's mount namespace (which step code may have made
+// itself, inside its sandbox) while it still holds any privilege
+const CAP_LAST_CAP = Number(fs.readFileSync('/proc/sys/kernel/cap_last_cap', 'utf8'));
+
+function controlGroups(pid) {
+  const groups = new Map();
+  for (const line of fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n')) {
+    const match = /^(\d+):([^:]*):(.*)$/.exec(line);
+    if (match) groups.set(`${match[1]}:${match[2]}`, match[3]);
+  }
+  return groups;
+}
+
+// The cgroup.procs files that put a process in the requester's groups (those that differ from ours).
+function groupFiles(peerGroups) {
+  const mounts = [];
+  for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const [before, after] = line.split(' - ');
+    if (!after) continue;
+    const [type, , options] = after.split(' ');
+    if (type !== 'cgroup' && type !== 'cgroup2') continue;
+    const fields = before.split(' ');
+    mounts.push({ type, options: options.split(','), root: fields[3], point: fields[4] });
+  }
+  const files = [];
+  for (const [key, group] of peerGroups) {
+    if (OWN_GROUPS.get(key) === group) continue;
+    const controllers = key.split(':')[1];
+    const mount = mounts.find((m) => (controllers === ''
+      ? m.type === 'cgroup2'
+      : m.type === 'cgroup' && controllers.split(',').every((name) => m.options.includes(name))));
+    if (!mount) throw new Error(`no mount of the requester's ${key} hierarchy`);
+    const relative = mount.root === '/' ? group : (group.startsWith(`${mount.root}/`) ? group.slice(mount.root.length) : null);
+    if (relative === null || relative.split('/').includes('..')) throw new Error(`the requester's ${key} group is not under its mount`);
+    files.push(path.join(mount.point, relative, 'cgroup.procs'));
+  }
+  return files;
+}
+
+const listener = check(c.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), 'socket');
+const address = Buffer.alloc(110);
+address.writeUInt16LE(AF_UNIX, 0);
+if (Buffer.byteLength(SOCKET) >= 108) throw new Error('the socket path is too long');
+address.write(SOCKET, 2);
+try { fs.unlinkSync(SOCKET); } catch {}
+check(c.bind(listener, address, address.length), 'bind');
+fs.chmodSync(SOCKET, 0o666);  // every run's user connects; the driver it gets is confined as that user
+check(c.listen(listener, 64), 'listen');
+const loop = ffi.getCurrentEventLoop();
+fs.writeSync(1, 'ready\n');
+
+function receive(connection) {
+  const data = Buffer.alloc(1024), iov = Buffer.alloc(16), control = Buffer.alloc(64), message = Buffer.alloc(56);
+  iov.writeBigUInt64LE(ffi.getRawPointer(data), 0);
+  iov.writeBigUInt64LE(BigInt(data.length), 8);
+  message.writeBigUInt64LE(ffi.getRawPointer(iov), 16);
+  message.writeBigUInt64LE(1n, 24);
+  message.writeBigUInt64LE(ffi.getRawPointer(control), 32);
+  message.writeBigUInt64LE(BigInt(control.length), 40);
+  const count = Number(c.recvmsg(connection, message, MSG_CMSG_CLOEXEC));
+  const fds = [];
+  if (count > 0 && Number(message.readBigUInt64LE(40)) >= 16 && control.readInt32LE(8) === SOL_SOCKET
+      && control.readInt32LE(12) === SCM_RIGHTS) {
+    const length = Number(control.readBigUInt64LE(0));
+    for (let offset = 16; offset + 4 <= length; offset += 4) fds.push(control.readInt32LE(offset));
+  }
+  return { text: count > 0 ? data.subarray(0, count).toString() : '', fds };
+}
+
+function option(connection, name, size) {
+  const value = Buffer.alloc(size), length = Buffer.alloc(4);
+  length.writeUInt32LE(size);
+  check(c.getsockopt(connection, SOL_SOCKET, name, value, length), 'getsockopt');
+  return value;
+}
+
+// What the kernel says of the requester, read while its pidfd shows it alive (so its pid is still its).
+function requester(connection) {
+  const credentials = option(connection, SO_PEERCRED, 12);
+  const pid = credentials.readInt32LE(0), uid = credentials.readUInt32LE(4), gid = credentials.readUInt32LE(8);
+  const pidfd = check(option(connection, SO_PEERPIDFD, 4).readInt32LE(0), 'pidfd');
+  const opened = [pidfd];
+  try {
+    const ns = Object.fromEntries(['mnt', 'pid', 'ipc'].map((name) => [name, fs.statSync(`/proc/${pid}/ns/${name}`).ino]));
+    const sandboxed = ns.pid !== OWN.pid && ns.mnt !== OWN.mnt && ns.ipc !== OWN.ipc;
+    if (MODE === 'sandboxed' && !sandboxed) throw new Error('the requester is not in a sandbox');
+    if (MODE === 'unsandboxed' && (ns.pid !== OWN.pid || ns.mnt !== OWN.mnt)) throw new Error('the requester is in namespaces of its own');
+    const limits = resourceLimits(pid);
+    const cwd = check(c.open(`/proc/${pid}/cwd`, O_PATH | O_DIRECTORY | O_CLOEXEC, 0), 'cwd');
+    opened.push(cwd);
+    const root = fs.statSync(`/proc/${pid}/root/`);
+    const environ = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
+    const changed = changedVariable(environ);
+    if (changed !== null) throw new Error(`${changed} differs from the zygote's, which the driver read while loading`);
+    const files = groupFiles(controlGroups(pid));
+    if (Number(c.syscall(SYS_PIDFD_SEND_SIGNAL, BigInt(pidfd), 0n, 0n, 0n)) !== 0) throw new Error('the requester is gone');
+    return { pid, uid, gid, pidfd, ns, sandboxed, limits, cwd, root, environ, files };
+  } catch (error) {
+    opened.forEach((fd) => c.close(fd));
+    throw error;
+  }
+}
+
+// The requester's limits, from /proc/<pid>/limits (prlimit would need CAP_SYS_RESOURCE): its lines
+// are the resources in their numbering's order, the soft and hard values in fixed columns.
+function resourceLimits(pid) {
+  const lines = fs.readFileSync(`/proc/${pid}/limits`, 'utf8').split('\n').slice(1, 1 + RLIMITS);
+  if (lines.length !== RLIMITS) throw new Error("the requester's limits are not all listed");
+  return lines.map((line) => {
+    const [soft, hard] = line.slice(26).trim().split(/\s+/);
+    const limit = Buffer.alloc(16);
+    limit.writeBigUInt64LE(soft === 'unlimited' ? 0xffffffffffffffffn : BigInt(soft), 0);
+    limit.writeBigUInt64LE(hard === 'unlimited' ? 0xffffffffffffffffn : BigInt(hard), 8);
+    return limit;
+  });
+}
+
+function reap() {
+  const status = Buffer.alloc(4);
+  while (c.waitpid(-1, status, 1 /* WNOHANG */) > 0);
+}
+
+// The zygote's loop: never returns in the zygote; returns the driver's arguments in a driver.
+function serve() {
+  const timeout = Buffer.alloc(16);
+  // A launcher sends its request as soon as it is connected: one that connects and sends nothing holds
+  // the zygote (and every other run's request behind it) half a second at most.
+  timeout.writeBigInt64LE(500000n, 8);
+  for (;;) {
+    reap();
+    const connection = c.accept4(listener, 0n, 0n, SOCK_CLOEXEC);
+    if (connection < 0) continue;
+    let request = { fds: [] }, peer = null;
+    try {
+      check(c.setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, timeout, 16), 'timeout');
+      request = receive(connection);
+      const argv = JSON.parse(request.text || 'null');
+      if (request.fds.length !== 3 || !Array.isArray(argv) || argv.length !== 1 || argv[0] !== 'run-driver') {
+        throw new Error('not a request for a driver');
+      }
+      peer = requester(connection);
+      if (forkWhole() === 0) return goBetween(connection, request.fds, peer);
+    } catch (error) {
+      fs.writeSync(2, `scenariokit driver zygote: request refused: ${error.message}\n`);
+    }
+    request.fds.forEach((fd) => c.close(fd));
+    if (peer) [peer.pidfd, peer.cwd].forEach((fd) => c.close(fd));
+    c.close(connection);
+  }
+}
+
+// In the go-between (still outside the sandbox): join the requester's groups and namespaces, fork the
+// driver there, wait for it. Returns in the driver only.
+function goBetween(connection, fds, peer) {
+  try {
+    c.close(listener);
+    for (const file of peer.files) fs.writeFileSync(file, '0');  // born in the run's groups, as all it starts
+    if (peer.sandboxed) check(c.setns(peer.pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), 'setns');
+    c.close(peer.pidfd);
+    const driver = forkWhole();
+    if (driver === 0) return becomeDriver(connection, fds, peer);
+    check(driver, 'fork');
+    [...fds, connection, peer.cwd].forEach((fd) => c.close(fd));
+    const status = Buffer.alloc(4);
+    while (c.waitpid(driver, status, 0) < 0 && errno() === 4 /* EINTR */);
+    c._exit(0);
+  } catch (error) {
+    try { fs.writeSync(2, `scenariokit driver zygote: ${error.message}\n`); } catch {}
+  }
+  c._exit(1);
+}
+
+function becomeDriver(connection, fds, peer) {
+  try {
+    check(c.prctl(PR_SET_PDEATHSIG, SIGKILL, 0n, 0n, 0n), 'pdeathsig');  // the go-between is the pool's handle on it
+    if (peer.sandboxed) {
+      for (const [name, inode] of Object.entries(peer.ns)) {
+        if (fs.statSync(`/proc/self/ns/${name}`).ino !== inode) throw new Error(`the driver is not in the requester's ${name} namespace`);
+      }
+    }
+    const root = fs.statSync('/');
+    if (root.dev !== peer.root.dev || root.ino !== peer.root.ino) throw new Error("the driver's root is not the requester's");
+    check(c.fchdir(peer.cwd), 'chdir');
+    c.close(peer.cwd);
+    peer.limits.forEach((limit, resource) => check(c.setrlimit(resource, limit), `setrlimit ${resource}`));
+    if (ROOT) {
+      for (let cap = 0; cap <= CAP_LAST_CAP; cap += 1) check(c.prctl(PR_CAPBSET_DROP, BigInt(cap), 0n, 0n, 0n), 'capbset');
+      check(c.setgroups(0n, 0n), 'setgroups');
+      check(c.setresgid(peer.gid, peer.gid, peer.gid), 'setgid');
+      check(c.setresuid(peer.uid, peer.uid, peer.uid), 'setuid');
+      // a requester that is root still gets a driver with no capability (a leased user has none anyway)
+      const header = Buffer.alloc(8), data = Buffer.alloc(24);
+      header.writeUInt32LE(0x20080522, 0);  // _LINUX_CAPABILITY_VERSION_3, pid 0: this process
+      check(c.capset(header, data), 'capset');
+    }
+    if (process.getuid() !== peer.uid || process.geteuid() !== peer.uid || process.getgid() !== peer.gid) {
+      throw new Error("the driver did not become the requester's user");
+    }
+    check(c.prctl(PR_SET_NO_NEW_PRIVS, 1n, 0n, 0n, 0n), 'no_new_privs');
+    // as after an exec by that user: its own processes may read its /proc (a change of user cleared it)
+    check(c.prctl(PR_SET_DUMPABLE, 1n, 0n, 0n, 0n), 'dumpable');
+    check(c.uv_loop_fork(loop), 'uv_loop_fork');
+    fds.forEach((fd, target) => check(c.dup2(fd, target), 'dup2'));
+    fds.forEach((fd) => { if (fd > 2) c.close(fd); });
+    for (const name of Object.keys(process.env)) delete process.env[name];
+    for (const entry of peer.environ) {
+      const at = entry.indexOf('=');
+      if (at > 0) process.env[entry.slice(0, at)] = entry.slice(at + 1);
+    }
+    // The zygote's platform threads are not in this process: Node's own teardown would wait for them.
+    process.on('exit', (code) => c._exit(code ?? 0));
+    check(c.send(connection, Buffer.from('started\n'), 8n, 0x4000 /* MSG_NOSIGNAL */), 'send');
+    return connection;  // held (close-on-exec) until the driver exits: its end tells the requester
+  } catch (error) {
+    try { fs.writeSync(2, `scenariokit driver zygote: ${error.message}\n`); } catch {}
+  }
+  c._exit(127);
+}
+
+const connection = serve();
+// The requester's end closing (it was killed) ends the driver, as its standard input closing does.
+const requesterEnd = new (require('net').Socket)({ fd: connection, readable: true, writable: false });
+requesterEnd.on('data', () => {}).on('end', () => process.exit(0)).on('error', () => process.exit(0));
+requesterEnd.unref();
+process.argv = [process.execPath, path.join(PACKAGE, 'cli.js'), 'run-driver'];
+core.libCli.decorateProgram(utils.program);
+core.libCliTestStub.decorateProgram(utils.program);
+utils.program.parse(process.argv);

@@ -1,0 +1,166 @@
+"""The driver zygote: one Node per pool with Playwright's driver loaded, forking each run's driver.
+
+A one-run worker's Playwright starts its own driver (``node cli.js run-driver``); started from the
+start-up snapshot that still costs ~240 ms of CPU per run. With ``SCENARIOKIT_DRIVER_ZYGOTE`` on and a
+Node that has ``node:ffi`` (26.1 and later), the pool also starts ``driver_zygote.js``: a Node that
+loads (and compiles) the driver once and forks a driver per request. Each run still gets a driver
+process of its own (docs/CONTRACT §11: no driver is shared between runs); it costs a fork instead of a
+start.
+
+The worker's ``PLAYWRIGHT_NODEJS_PATH`` is then :func:`launcher_script`: a Python client that hands its
+standard input, output and error to the zygote and waits for the driver to end. The zygote takes
+everything else from the kernel's facts about that client (its namespaces, control groups, user,
+limits, working directory, environment), never from the request, so a driver lands exactly where one
+the client started would be. When the zygote refuses or is gone, the client starts the driver the
+ordinary way (the snapshot launcher), with the standard streams it still holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+from pathlib import Path
+
+from scenariokit.runner.driver_snapshot import bundled_driver
+
+#: the zygote's script, shipped beside this module
+ZYGOTE_SCRIPT = Path(__file__).with_name("driver_zygote.js")
+DRIVER_ZYGOTE_ENV = "SCENARIOKIT_DRIVER_ZYGOTE"
+SOCKET_NAME = "socket"
+ZYGOTE_LAUNCHER_NAME = "node-from-zygote"
+#: where a sandboxed worker finds the zygote's folder (bound read-only)
+SANDBOX_DRIVER_ZYGOTE = "/tmp/scenariokit-driver-zygote"
+#: The zygote's V8 runs with no background threads (a forked child has none of them: a task posted to
+#: one would wait forever) and compiles every function while loading, so forked drivers find their
+#: bytecode and baseline code made instead of compiling it again in each run. Its old space starts
+#: large: a forked driver then ends its run before its first full collection, which would mark the
+#: whole inherited heap (measured: 95 ms per run over 40 runs, against 110 ms rising to 220 ms once
+#: the zygote's own garbage brought its children near the default limit).
+ZYGOTE_NODE_FLAGS = (
+    "--single-threaded",
+    "--initial-old-space-size=256",
+    "--no-lazy",
+    "--no-flush-bytecode",
+    "--always-sparkplug",
+    "--disable-warning=ExperimentalWarning",
+)
+#: how long a launcher waits for the zygote's answer before it starts the driver the ordinary way
+ANSWER_SECONDS = 5
+#: the first Node whose ``node:ffi`` is there without a flag
+MINIMUM_NODE = (26, 1)
+_FFI_PROBE = (
+    "const f=require('node:ffi');"
+    "const {functions:c}=f.dlopen(null,{fork:{arguments:[],return:'int32'},"
+    "uv_loop_fork:{arguments:['pointer'],return:'int32'},madvise:{arguments:['uint64','uint64','int32'],return:'int32'}});"
+    "process.stdout.write(typeof f.getCurrentEventLoop==='function'&&typeof c.fork==='function'?'yes':'no')"
+)
+
+
+def zygote_supported(node: Path) -> bool:
+    """Whether ``node`` can be a driver zygote: 26.1 or later, with ``node:ffi`` reaching libc and libuv."""
+    try:
+        version = subprocess.run([str(node), "--version"], capture_output=True, text=True, timeout=10, env={})
+        major, minor = (int(part) for part in version.stdout.strip().lstrip("v").split(".")[:2])
+        if (major, minor) < MINIMUM_NODE:
+            return False
+        probe = subprocess.run(
+            [str(node), "--disable-warning=ExperimentalWarning", "-e", _FFI_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env={},
+        )
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return False
+    return probe.returncode == 0 and probe.stdout == "yes"
+
+
+def zygote_command(node: Path, package: Path, socket_path: Path, *, sandboxed: bool) -> list[str]:
+    """The zygote's argv; it prints ``ready`` once it listens on ``socket_path``."""
+    mode = "sandboxed" if sandboxed else "unsandboxed"
+    return [str(node), *ZYGOTE_NODE_FLAGS, str(ZYGOTE_SCRIPT), str(package), str(socket_path), mode]
+
+
+def launcher_script(python: str, socket_path: str, fallback: str) -> str:
+    """The worker's ``PLAYWRIGHT_NODEJS_PATH`` when a zygote runs: ask it, else exec ``fallback``.
+
+    ``python`` runs isolated and without ``site`` (~10 ms): the client imports nothing of the venv.
+    It keeps its standard streams until the zygote says ``started``, so a refusal costs nothing but
+    the ordinary start.
+    """
+    return f"""#!{python} -IS
+import json, os, socket, sys
+started = False
+try:
+    zygote = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    zygote.settimeout({ANSWER_SECONDS})  # a zygote held up by others: start the driver the ordinary way
+    zygote.connect({socket_path!r})
+    socket.send_fds(zygote, [json.dumps(sys.argv[2:]).encode()], [0, 1, 2])
+    started = zygote.recv(8) == b"started\\n"
+    zygote.settimeout(None)
+except OSError:
+    pass
+if not started:
+    os.execv({fallback!r}, [{fallback!r}, *sys.argv[1:]])
+os.close(0)
+os.close(1)
+while zygote.recv(64):  # the driver's end of the connection closes when it exits
+    pass
+"""
+
+
+class DriverZygote:
+    """A pool's running driver zygote: the folder workers find it in, and its process."""
+
+    def __init__(self, folder: Path, process: asyncio.subprocess.Process) -> None:
+        self.folder = folder
+        self._process = process
+
+    @classmethod
+    async def start(
+        cls, folder: Path, env: dict[str, str], *, sandboxed: bool, fallback: str, ready_seconds: float = 60.0
+    ) -> DriverZygote | None:
+        """Start a zygote in ``folder`` (its socket and launcher go there) with a worker's ``env``.
+
+        ``fallback`` is the executable the launcher starts the driver with when the zygote says no,
+        as the worker sees it. None when this Node cannot be a zygote or it did not say ready.
+        """
+        found = bundled_driver()
+        if found is None or not await asyncio.to_thread(zygote_supported, found[0]):
+            return None
+        node, package = found
+        inner = SANDBOX_DRIVER_ZYGOTE if sandboxed else str(folder)
+        argv = zygote_command(node, package, folder / SOCKET_NAME, sandboxed=sandboxed)
+        process = await asyncio.create_subprocess_exec(
+            *argv, env=env, cwd=folder, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+        zygote = cls(folder, process)
+        try:
+            assert process.stdout is not None
+            line = await asyncio.wait_for(process.stdout.readline(), ready_seconds)
+            if line != b"ready\n":
+                raise RuntimeError(f"the driver zygote said {line!r}")
+            launcher = folder / ZYGOTE_LAUNCHER_NAME
+            text = launcher_script(sys.executable, f"{inner}/{SOCKET_NAME}", fallback)
+            await asyncio.to_thread(launcher.write_text, text)
+            await asyncio.to_thread(launcher.chmod, 0o555)
+            await asyncio.to_thread(folder.chmod, 0o755)
+        except BaseException:
+            await zygote.close()
+            raise
+        return zygote
+
+    @property
+    def running(self) -> bool:
+        """Whether the zygote's process is still there."""
+        return self._process.returncode is None
+
+    async def close(self) -> None:
+        """Stop the zygote (drivers it forked live on with their runs; their groups end them)."""
+        if self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()
+        await self._process.wait()

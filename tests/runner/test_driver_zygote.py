@@ -1,0 +1,190 @@
+"""The driver zygote: a pool that runs one gives each run a driver forked from it, or the ordinary one.
+
+Checked with the real Node shipped with Playwright: that it can be a zygote, that a worker's
+Playwright gets a forked driver that runs the whole protocol (HTTP included), and that a requester
+the zygote refuses still gets a driver, started the ordinary way by the launcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob
+from scenariokit.runner.driver_snapshot import NODE_PATH_ENV, bundled_driver
+from scenariokit.runner.driver_zygote import (
+    DRIVER_ZYGOTE_ENV,
+    SOCKET_NAME,
+    ZYGOTE_LAUNCHER_NAME,
+    DriverZygote,
+    zygote_supported,
+)
+from scenariokit.runner.executor import WorkerPool
+from scenariokit.runner.sandbox import SandboxConfig, SandboxMode, bubblewrap_works
+
+
+def test_the_node_shipped_with_playwright_can_be_a_driver_zygote() -> None:
+    found = bundled_driver()
+    assert found is not None
+    assert zygote_supported(found[0])
+
+
+def test_the_flag_is_off_unless_set_and_takes_the_sandboxs_yes_and_no() -> None:
+    assert SandboxConfig.from_env({}).driver_zygote is False
+    assert SandboxConfig.from_env({DRIVER_ZYGOTE_ENV: "yes"}).driver_zygote is True
+    with pytest.raises(ValueError):
+        SandboxConfig.from_env({DRIVER_ZYGOTE_ENV: "maybe"})
+
+
+def test_a_node_without_ffi_cannot_be_a_zygote(tmp_path: Path) -> None:
+    old = tmp_path / "node"
+    old.write_text("#!/bin/sh\necho v22.11.0\n")
+    old.chmod(0o755)
+    assert not zygote_supported(old)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_sandboxed_zygote_refuses_a_requester_outside_any_sandbox_who_starts_node_itself(
+    tmp_path: Path,
+) -> None:
+    fallback = tmp_path / "ordinary-node"
+    fallback.write_text('#!/bin/sh\necho started the ordinary way: "$@"\n')
+    fallback.chmod(0o755)
+    folder = tmp_path / "zygote"
+    folder.mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    zygote = await DriverZygote.start(folder, env, sandboxed=True, fallback=str(fallback))
+    assert zygote is not None
+    try:
+        assert (folder / SOCKET_NAME).is_socket()
+        launcher = folder / ZYGOTE_LAUNCHER_NAME
+        started = await asyncio.to_thread(
+            subprocess.run,
+            [str(launcher), "cli.js", "run-driver"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        # refused (this test is in no sandbox): the launcher started the driver the ordinary way
+        assert started.returncode == 0, started.stderr
+        assert started.stdout == "started the ordinary way: cli.js run-driver\n"
+        assert zygote.running
+    finally:
+        await zygote.close()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_requester_whose_variable_read_while_loading_differs_gets_the_ordinary_driver(
+    tmp_path: Path,
+) -> None:
+    fallback = tmp_path / "ordinary-node"
+    fallback.write_text("#!/bin/sh\necho started the ordinary way\n")
+    fallback.chmod(0o755)
+    folder = tmp_path / "zygote"
+    folder.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "PW_CLI_DISPLAY_VERSION": "1",
+    }
+    zygote = await DriverZygote.start(folder, env, sandboxed=False, fallback=str(fallback))
+    assert zygote is not None
+    launcher = [str(folder / ZYGOTE_LAUNCHER_NAME), "cli.js", "run-driver"]
+    try:
+        for version, expected in (("1", ""), ("2", "started the ordinary way\n")):
+            started = await asyncio.to_thread(
+                subprocess.run,
+                launcher,
+                input="",  # a forked driver ends with its standard input, saying nothing
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=tmp_path,
+                env={**env, "PW_CLI_DISPLAY_VERSION": version},
+            )
+            assert (started.returncode, started.stdout) == (0, expected), (version, started.stderr)
+    finally:
+        await zygote.close()
+
+
+#: step code saying whether its Playwright's driver was forked from the zygote, then making HTTP
+#: requests from that driver: the API request context, and a route that fetches the real response
+FORKED_AND_HTTP = """
+import os
+mine = set()
+for fd in os.listdir('/proc/self/fd'):
+    try:
+        mine.add(os.stat(f'/proc/self/fd/{fd}').st_ino)
+    except OSError:
+        pass
+forked = False
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+        command = open(f'/proc/{pid}/cmdline', 'rb').read()
+        if b'driver_zygote.js' in command and os.stat(f'/proc/{pid}/fd/0').st_ino in mine:
+            forked = True
+    except OSError:
+        continue
+print('forked', forked)
+answer = await page.request.get(helpers.env['url'])
+print('request', answer.status, 'Welcome' in await answer.text())
+async def fetched(route):
+    response = await route.fetch()
+    await route.fulfill(response=response, body=f'fetched {response.status}')
+await page.route('**/login', fetched)
+await page.goto(helpers.env['loginUrl'])
+print('route', await page.text_content('body'))
+"""
+
+
+def _printed(events: list[RunEvent], prefix: str) -> list[str]:
+    lines = [event.message for event in events if isinstance(event, LogEvent)]
+    return [line[len(prefix) :] for line in lines if line.startswith(prefix)]
+
+
+async def _run(pool: WorkerPool, job: RunJob) -> tuple[RunFinished, list[RunEvent]]:
+    events: list[RunEvent] = []
+
+    async def collect(event: RunEvent) -> None:
+        events.append(event)
+
+    return await pool.execute(job, collect), events
+
+
+@pytest.mark.browser
+@pytest.mark.asyncio(loop_scope="session")
+@pytest.mark.parametrize("mode", ["bubblewrap", "off"])
+async def test_workers_get_drivers_forked_from_the_pools_zygote_and_they_speak_http(
+    mode: SandboxMode,
+    browser_marker: str,
+    make_job: Callable[..., RunJob],
+    marked_sandbox_with: Callable[..., SandboxConfig],
+) -> None:
+    if mode == "bubblewrap" and not bubblewrap_works():
+        pytest.skip("bubblewrap does not work here")
+    async with WorkerPool(1, sandbox=marked_sandbox_with(mode=mode, driver_zygote=True)) as pool:
+        made = await pool.node_cache_made()
+        assert made is not None and made.zygote is not None, "the pool started no driver zygote"
+        assert pool.launch is not None and pool.launch.node_cache == made
+        for _ in range(pool.size + 2):  # the spares started before the zygote was up
+            outcome, events = await _run(pool, make_job(FORKED_AND_HTTP, step_timeout=30.0))
+            assert outcome.status == "pass", outcome.error
+            assert _printed(events, "request ") == ["200 True"]
+            assert _printed(events, "route ") == ["fetched 200"]
+            if _printed(events, "forked ") == ["True"]:
+                return
+    raise AssertionError("no worker's driver was forked from the zygote")
+
+
+def test_the_launcher_is_run_by_the_workers_interpreter_isolated() -> None:
+    from scenariokit.runner.driver_zygote import launcher_script
+
+    text = launcher_script(sys.executable, "/x/socket", "/x/node")
+    assert text.startswith(f"#!{sys.executable} -IS\n")
+    assert NODE_PATH_ENV not in text  # it names no other launcher than the fallback it is given

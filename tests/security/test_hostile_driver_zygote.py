@@ -1,0 +1,138 @@
+"""Step code asking the pool's driver zygote (``SCENARIOKIT_DRIVER_ZYGOTE``) for drivers it must not get.
+
+The zygote's socket is reachable from every run (its launcher is the worker's Playwright Node). A
+request says nothing but ``run-driver``; the zygote places the driver from the kernel's facts about
+the process that connected. So a step that names another sandbox, a pid or another command gets no
+driver at all, and one that asks properly gets a driver exactly where it is itself: its own PID and
+mount namespaces, its own user, no capability, no_new_privs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from security_support import Hostile
+from test_hostile_steps import attack, seen
+
+from scenariokit.domain.model import RunStatus
+from scenariokit.runner.driver_zygote import DRIVER_ZYGOTE_ENV
+
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def driver_zygote_on() -> Iterator[None]:
+    """Pools opened in this module run a driver zygote (set before the ``hostile`` kit opens)."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv(DRIVER_ZYGOTE_ENV, "true")
+    yield
+    patch.undo()
+
+
+ASK = """
+import json, os, socket
+folder = os.environ['PLAYWRIGHT_NODEJS_PATH'].rsplit('/', 1)[0]
+def ask(payload):
+    zygote = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    zygote.connect(folder + '/socket')
+    stdin, feed = os.pipe()
+    out, drain = os.pipe()
+    socket.send_fds(zygote, [payload], [stdin, drain, 2])
+    os.close(stdin)
+    os.close(drain)
+    zygote.settimeout(10)
+    try:
+        answer = zygote.recv(8)
+    except OSError as exc:
+        answer = type(exc).__name__.encode()
+    return answer, zygote, feed, out
+"""
+
+#: what the step's child (in the environment Playwright gives its driver, as a launcher has) does
+REQUESTING = (
+    ASK
+    + """import time
+began = time.monotonic()
+idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+idle.connect(folder + '/socket')  # connected, saying nothing: holds the zygote as long as it lets it
+other = [pid for pid in os.listdir('/proc') if pid.isdigit()][0]
+refused = {}
+for name, payload in {
+    'another sandbox': json.dumps({'argv': ['run-driver'], 'sandbox': int(other), 'pid': 1}).encode(),
+    'extra argument': json.dumps(['run-driver', '--pid', '1']).encode(),
+    'another command': json.dumps(['install', 'chromium']).encode(),
+    'nothing': b'x',
+}.items():
+    answer, zygote, feed, out = ask(payload)
+    refused[name] = answer.decode()
+    for end in (feed, out):
+        os.close(end)
+    zygote.close()
+answer, zygote, feed, out = ask(json.dumps(['run-driver']).encode())
+drivers = {}
+given = os.fstat(feed).st_ino  # the driver is the process whose standard input is that pipe
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+        if pid == str(os.getpid()) or os.stat(f'/proc/{pid}/fd/0').st_ino != given:
+            continue
+        fields = dict(line.split(':', 1) for line in open(f'/proc/{pid}/status').read().splitlines())
+        drivers[pid] = {
+            'status': {k: fields[k].split() for k in ('Uid', 'Gid', 'CapEff', 'CapBnd', 'NoNewPrivs')},
+            'same namespaces': all(
+                os.stat(f'/proc/{pid}/ns/{ns}').st_ino == os.stat(f'/proc/self/ns/{ns}').st_ino
+                for ns in ('pid', 'mnt', 'ipc')
+            ),
+            'cwd': os.readlink(f'/proc/{pid}/cwd') == os.getcwd(),
+        }
+    except OSError:
+        continue
+os.close(feed)  # its standard input ends: the driver exits
+os.close(out)
+zygote.close()
+seen = {'refused': refused, 'answer': answer.decode(), 'drivers': drivers, 'uid': os.getuid(),
+        'seconds': time.monotonic() - began}
+print(repr(seen))
+"""
+)
+
+REQUESTS = attack(
+    "requests",
+    f"""
+import ast, subprocess, sys
+from playwright._impl._driver import get_driver_env
+asked = subprocess.run(
+    [sys.executable, '-c', {REQUESTING!r}], env=get_driver_env(), capture_output=True, text=True
+)
+seen = ast.literal_eval(asked.stdout) if asked.returncode == 0 else asked.stderr[-500:]
+""",
+)
+
+
+async def test_a_step_gets_no_driver_but_its_own_and_that_one_where_it_is(hostile: Hostile) -> None:
+    if hostile.started != "zygote":
+        pytest.skip("the driver zygote is checked once per sandbox mode")
+    pool = (await hostile.kit.start_runner()).pool
+    made = await pool.node_cache_made()
+    assert made is not None and made.zygote is not None, "the pool runs no driver zygote here"
+    found: dict[str, object] = {}
+    for _ in range(pool.size + 2):  # the spares started before the zygote was up ask no zygote
+        result = await hostile.run("zygote", REQUESTS)
+        assert result.run.status is RunStatus.PASS, result.run.error
+        found = seen(result)["requests"]
+        if isinstance(found, dict):  # else this worker's Playwright has no zygote's socket beside it
+            break
+    assert isinstance(found, dict), found
+    assert set(found["refused"].values()) == {""}, found["refused"]  # closed without a driver
+    assert found["answer"] == "started\n", found
+    assert found["seconds"] < 4, found  # an idle connection held the zygote half a second, not longer
+    drivers = found["drivers"]
+    assert isinstance(drivers, dict) and len(drivers) == 1, (
+        drivers
+    )  # visible here: in this run's PID namespace
+    for driver in drivers.values():
+        assert driver["same namespaces"] and driver["cwd"], driver
+        status = driver["status"]
+        assert status["Uid"] == [str(found["uid"])] * 4, status
+        assert int(status["CapBnd"][0], 16) == 0 and int(status["CapEff"][0], 16) == 0, status
+        assert status["NoNewPrivs"] == ["1"], status
