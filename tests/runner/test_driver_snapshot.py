@@ -235,10 +235,23 @@ def test_a_driver_whose_snapshot_is_gone_starts_the_ordinary_way(
 
 # --- in a pool's workers --------------------------------------------------------------------------------
 
-#: step code that reports how its worker's driver was started, then makes HTTP requests from the
-#: driver itself (the modules a snapshot cannot hold, loaded on first use): the API request
+#: step code making HTTP requests from its Playwright's driver itself (the modules a snapshot cannot
+#: hold, loaded on first use; test_driver_zygote.py uses it for a forked driver): the API request
 #: context, and a route that fetches the real response before fulfilling it
-DRIVER_AND_HTTP = """
+HTTP_FROM_THE_DRIVER = """
+answer = await page.request.get(helpers.env['url'])
+print('request', answer.status, 'Welcome' in await answer.text())
+async def fetched(route):
+    response = await route.fetch()
+    await route.fulfill(response=response, body=f'fetched {response.status}')
+await page.route('**/login', fetched)
+await page.goto(helpers.env['loginUrl'])
+print('route', await page.text_content('body'))
+"""
+
+#: step code that reports how its worker's driver was started, then makes HTTP requests from it
+DRIVER_AND_HTTP = (
+    """
 import os
 me = os.getpid()
 for pid in filter(str.isdigit, os.listdir('/proc')):
@@ -251,23 +264,19 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
         print('snapshot', b'--snapshot-blob' in cmdline)
         environ = open(f'/proc/{pid}/environ', 'rb').read().split(b'\\0')
         print('tunables', [v for v in environ if v.startswith(b'GLIBC_TUNABLES=')])
-answer = await page.request.get(helpers.env['url'])
-print('request', answer.status, 'Welcome' in await answer.text())
-async def fetched(route):
-    response = await route.fetch()
-    await route.fulfill(response=response, body=f'fetched {response.status}')
-await page.route('**/login', fetched)
-await page.goto(helpers.env['loginUrl'])
-print('route', await page.text_content('body'))
 """
+    + HTTP_FROM_THE_DRIVER
+)
 
 
-def _printed(events: list[object], prefix: str) -> list[str]:
+def printed(events: list[RunEvent], prefix: str) -> list[str]:
+    """The log lines of a run that start with ``prefix``, without it."""
     lines = [event.message for event in events if isinstance(event, LogEvent)]
     return [line[len(prefix) :] for line in lines if line.startswith(prefix)]
 
 
-async def _run(pool: WorkerPool, job: RunJob) -> tuple[RunFinished, list[RunEvent]]:
+async def run_collecting(pool: WorkerPool, job: RunJob) -> tuple[RunFinished, list[RunEvent]]:
+    """Execute ``job`` on ``pool``: its outcome and every event it sent."""
     events: list[RunEvent] = []
 
     async def collect(event: RunEvent) -> None:
@@ -282,13 +291,13 @@ async def _runs_until_started_from_snapshot(
     """Run the step on fresh workers until one started after the pool made its cache (the spares did not)."""
     events: list[object] = []
     for _ in range(pool.size + 2):
-        outcome, events = await _run(pool, make_job(DRIVER_AND_HTTP, step_timeout=30.0))
+        outcome, events = await run_collecting(pool, make_job(DRIVER_AND_HTTP, step_timeout=30.0))
         assert outcome.status == "pass", outcome.error
-        assert _printed(events, "request ") == ["200 True"]
-        assert _printed(events, "route ") == ["fetched 200"]
-        if _printed(events, "snapshot ") == [str(expected)]:
+        assert printed(events, "request ") == ["200 True"]
+        assert printed(events, "route ") == ["fetched 200"]
+        if printed(events, "snapshot ") == [str(expected)]:
             if expected:  # its large allocations on huge pages, as the snapshot was built
-                assert _printed(events, "tunables ") == [f"[b'GLIBC_TUNABLES={DRIVER_TUNABLES}']"]
+                assert printed(events, "tunables ") == [f"[b'GLIBC_TUNABLES={DRIVER_TUNABLES}']"]
             return events
     raise AssertionError(f"no worker's driver was started {'from' if expected else 'without'} the snapshot")
 

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_driver_snapshot import HTTP_FROM_THE_DRIVER, printed, run_collecting
 
-from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob
+from scenariokit.domain.job import RunJob
 from scenariokit.runner.driver_snapshot import NODE_PATH_ENV, bundled_driver
 from scenariokit.runner.driver_zygote import (
     DRIVER_ZYGOTE_ENV,
@@ -115,7 +116,8 @@ async def test_a_requester_whose_variable_read_while_loading_differs_gets_the_or
 
 #: step code saying whether its Playwright's driver was forked from the zygote, then making HTTP
 #: requests from that driver: the API request context, and a route that fetches the real response
-FORKED_AND_HTTP = """
+FORKED_AND_HTTP = (
+    """
 import os
 mine = set()
 for fd in os.listdir('/proc/self/fd'):
@@ -132,29 +134,9 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
     except OSError:
         continue
 print('forked', forked)
-answer = await page.request.get(helpers.env['url'])
-print('request', answer.status, 'Welcome' in await answer.text())
-async def fetched(route):
-    response = await route.fetch()
-    await route.fulfill(response=response, body=f'fetched {response.status}')
-await page.route('**/login', fetched)
-await page.goto(helpers.env['loginUrl'])
-print('route', await page.text_content('body'))
 """
-
-
-def _printed(events: list[RunEvent], prefix: str) -> list[str]:
-    lines = [event.message for event in events if isinstance(event, LogEvent)]
-    return [line[len(prefix) :] for line in lines if line.startswith(prefix)]
-
-
-async def _run(pool: WorkerPool, job: RunJob) -> tuple[RunFinished, list[RunEvent]]:
-    events: list[RunEvent] = []
-
-    async def collect(event: RunEvent) -> None:
-        events.append(event)
-
-    return await pool.execute(job, collect), events
+    + HTTP_FROM_THE_DRIVER
+)
 
 
 @pytest.mark.browser
@@ -173,11 +155,11 @@ async def test_workers_get_drivers_forked_from_the_pools_zygote_and_they_speak_h
         assert made is not None and made.zygote is not None, "the pool started no driver zygote"
         assert pool.launch is not None and pool.launch.node_cache == made
         for _ in range(pool.size + 2):  # the spares started before the zygote was up
-            outcome, events = await _run(pool, make_job(FORKED_AND_HTTP, step_timeout=30.0))
+            outcome, events = await run_collecting(pool, make_job(FORKED_AND_HTTP, step_timeout=30.0))
             assert outcome.status == "pass", outcome.error
-            assert _printed(events, "request ") == ["200 True"]
-            assert _printed(events, "route ") == ["fetched 200"]
-            if _printed(events, "forked ") == ["True"]:
+            assert printed(events, "request ") == ["200 True"]
+            assert printed(events, "route ") == ["fetched 200"]
+            if printed(events, "forked ") == ["True"]:
                 return
     raise AssertionError("no worker's driver was forked from the zygote")
 
