@@ -1,7 +1,7 @@
 """The driver zygote: one Node per pool with Playwright's driver loaded, forking each run's driver.
 
 A one-run worker's Playwright starts its own driver (``node cli.js run-driver``); started from the
-start-up snapshot that still costs ~240 ms of CPU per run. With ``SCENARIOKIT_DRIVER_ZYGOTE`` on and a
+start-up snapshot that still costs about 200 ms of CPU per run. With ``SCENARIOKIT_DRIVER_ZYGOTE`` on and a
 Node that has ``node:ffi`` (26.1 and later), the pool also starts ``driver_zygote.js``: a Node that
 loads (and compiles) the driver once and forks a driver per request. Each run still gets a driver
 process of its own (docs/CONTRACT §11: no driver is shared between runs); it costs a fork instead of a

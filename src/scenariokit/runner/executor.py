@@ -268,6 +268,23 @@ class WorkerPool:
                 cache = NodeCache(compile_cache=known, snapshot=snapshot, zygote=self._driver_zygote.folder)
                 self._launch = attrs.evolve(self._launch, node_cache=cache)
 
+    def _workers_driver_environment(
+        self, kind: SandboxKind, home: Path, node_cache: NodeCache
+    ) -> dict[str, str]:
+        """The environment this pool's workers give their Playwright driver, for a Node the pool starts
+        for them outside any sandbox (the snapshot's build, the driver zygote), so that what the
+        driver reads of it while loading is what a worker's driver would read.
+
+        Under bubblewrap every worker's folders are at one path, which this names; without it each run
+        has folders of its own, so this has an empty home under ``home`` and the system's temporary
+        folder, as a run's driver finds none of its own there either.
+        """
+        inner = Path(SANDBOX_RUN_DIR) if kind == "bubblewrap" else home
+        env = worker_command("none", inner, self._sandbox, None, 0, node_cache=node_cache).env
+        if kind != "bubblewrap":
+            env["TMPDIR"] = tempfile.gettempdir()
+        return env
+
     async def _started_driver_zygote(
         self, kind: SandboxKind, compile_cache: Path | None, snapshot: Path
     ) -> DriverZygote | None:
@@ -277,13 +294,7 @@ class WorkerPool:
         sandboxed = kind == "bubblewrap"
         try:
             as_worker = NodeCache(compile_cache=compile_cache, snapshot=snapshot, zygote=folder)
-            inner = Path(SANDBOX_RUN_DIR) if sandboxed else folder
-            env = {
-                **worker_command("none", inner, self._sandbox, None, 0, node_cache=as_worker).env,
-                **driver_variables(),
-            }
-            if not sandboxed:
-                env["TMPDIR"] = tempfile.gettempdir()
+            env = {**self._workers_driver_environment(kind, folder, as_worker), **driver_variables()}
             fallback = f"{SANDBOX_DRIVER_SNAPSHOT if sandboxed else snapshot}/{LAUNCHER_NAME}"
             zygote = await DriverZygote.start(folder, env, sandboxed=sandboxed, fallback=fallback)
             if zygote is None:
@@ -338,9 +349,8 @@ class WorkerPool:
         the workers' browser (not a remote one), in a scratch folder; when that fails it is logged
         and the snapshot is built again without.
 
-        Playwright names a few folders from ``HOME`` and ``TMPDIR`` while loading. Under bubblewrap
-        they are those every worker sees; without it each run has folders of its own, so the
-        snapshot has the system's temporary folder and an empty home, as a run's is.
+        Playwright names a few folders from ``HOME`` and ``TMPDIR`` while loading: the build runs in
+        :meth:`_workers_driver_environment`.
         """
         prefix = f"{POOL_DIR_PREFIX}{os.getpid()}-driver-snapshot-"
         folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
@@ -349,10 +359,7 @@ class WorkerPool:
             for sub in ("home", "tmp"):
                 await asyncio.to_thread((scratch / sub).mkdir)
             as_worker = NodeCache(compile_cache=compile_cache, snapshot=folder)
-            inner = Path(SANDBOX_RUN_DIR) if kind == "bubblewrap" else scratch
-            env = worker_command("none", inner, self._sandbox, None, 0, node_cache=as_worker).env
-            if kind != "bubblewrap":
-                env["TMPDIR"] = tempfile.gettempdir()
+            env = self._workers_driver_environment(kind, scratch, as_worker)
             warm = None
             if not browser.ws_endpoint:
                 await asyncio.to_thread((scratch / "warm-up").mkdir)
@@ -762,7 +769,8 @@ async def _prepare(
     argv: list[str], env: dict[str, str], cwd: Path, failure: Callable[[int | None, str], str]
 ) -> None:
     """Run one of the pool's preparations (Playwright's own code, never step code) to its end within
-    :data:`NODE_CACHE_SECONDS`; RuntimeError with ``failure(exit code, its stderr)`` when it fails.
+    :data:`NODE_CACHE_SECONDS`; :class:`PreparationFailed` with ``failure(exit code, its stderr)``
+    when it fails.
     Whatever it started is killed when it did not end (a time-out, a cancelled pool start).
     """
     process = await asyncio.create_subprocess_exec(
