@@ -237,7 +237,7 @@ class WorkerHandle:
             # Started from the loop's thread: bubblewrap's --die-with-parent follows the starting thread.
             self._process = subprocess.Popen(
                 # born in its control group, so is everything it starts (bubblewrap, driver, browser)
-                self.group.born_in(command.argv) if self.group is not None else command.argv,
+                self._in_group(command.argv),
                 env=command.env,
                 pass_fds=(child_end.fileno(),),
                 stdin=subprocess.DEVNULL,
@@ -280,7 +280,7 @@ class WorkerHandle:
                     )  # fmt: skip
                     # Started from the loop's thread: --die-with-parent follows the starting thread.
                     self._process = subprocess.Popen(  # noqa: ASYNC220 (see the comment above)
-                        self.group.born_in(command.argv) if self.group is not None else command.argv,
+                        self._in_group(command.argv),
                         env=command.env,
                         pass_fds=(info_write,),
                         stdin=subprocess.PIPE,  # the waiter's: it waits on it, only we hold it
@@ -329,6 +329,10 @@ class WorkerHandle:
             for fd in given[1:]:
                 os.close(fd)
         return parent_end, (os.fdopen(out_read, "rb"), os.fdopen(err_read, "rb"))
+
+    def _in_group(self, argv: list[str]) -> list[str]:
+        """``argv`` born in this worker's control group, when it has one."""
+        return self.group.born_in(argv) if self.group is not None else argv
 
     def _end_attempt(self) -> None:
         """Undo a fork that did not work out (its sandbox), keeping the lease and the directory."""
