@@ -117,6 +117,8 @@ class Settings:
     run_memory_mb: int = attrs.field(default=DEFAULT_MEMORY_MB, validator=_positive)
     #: whether workers start the Playwright driver from a snapshot the pool builds (docs/deployment.md)
     driver_snapshot: bool = True
+    #: whether each run's driver is forked from a per-pool driver zygote (experimental, docs/deployment.md)
+    driver_zygote: bool = False
     #: live authoring sessions at once (docs/authoring.md)
     authoring_max: int = attrs.field(default=2, validator=_positive)
     #: seconds an unused authoring session stays open
@@ -221,6 +223,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "sandbox": ("SCENARIOKIT_SANDBOX", parse_sandbox_mode),
     "run_memory_mb": ("SCENARIOKIT_RUN_MEMORY_MB", parse_memory_mb),
     "driver_snapshot": ("SCENARIOKIT_DRIVER_SNAPSHOT", parse_flag),
+    "driver_zygote": ("SCENARIOKIT_DRIVER_ZYGOTE", parse_flag),
     "authoring_max": ("SCENARIOKIT_AUTHORING_MAX", _positive_whole),
     "authoring_idle_seconds": ("SCENARIOKIT_AUTHORING_IDLE_SECONDS", _positive_number),
 }

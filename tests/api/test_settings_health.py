@@ -86,6 +86,8 @@ def test_overrides_win_and_none_is_ignored() -> None:
         ("SCENARIOKIT_SANDBOX", "docker"),
         ("SCENARIOKIT_RUN_MEMORY_MB", "lots"),
         ("SCENARIOKIT_RUN_MEMORY_MB", "8"),
+        ("SCENARIOKIT_DRIVER_SNAPSHOT", "off"),
+        ("SCENARIOKIT_DRIVER_ZYGOTE", "maybe"),
         ("SCENARIOKIT_AUTHORING_MAX", "0"),
         ("SCENARIOKIT_AUTHORING_IDLE_SECONDS", "-5"),
     ],
