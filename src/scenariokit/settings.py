@@ -117,8 +117,8 @@ class Settings:
     run_memory_mb: int = attrs.field(default=DEFAULT_MEMORY_MB, validator=_positive)
     #: whether workers start the Playwright driver from a snapshot the pool builds (docs/deployment.md)
     driver_snapshot: bool = True
-    #: whether each run's driver is forked from a per-pool driver zygote (experimental, docs/deployment.md)
-    driver_zygote: bool = False
+    #: whether each run's driver is forked from a driver zygote where Node.js can run one (docs/deployment.md)
+    driver_zygote: bool = True
     #: live authoring sessions at once (docs/authoring.md)
     authoring_max: int = attrs.field(default=2, validator=_positive)
     #: seconds an unused authoring session stays open

@@ -28,7 +28,8 @@ ENV = {**os.environ, "SCENARIOKIT_SECRET_KEY": "signals-secret"}
 
 def _is_browser(pid: int) -> bool:
     try:
-        return b"chrom" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+        return b"chrom" in program  # the program, not an argument naming it (the driver zygote's)
     except OSError:
         return False
 

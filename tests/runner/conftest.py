@@ -82,7 +82,8 @@ def _marked_browser_pids(marker: str) -> set[int]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if f"{MARKER_ENV}={marker}".encode() in environ and b"chrom" in cmdline.lower():
+        program = cmdline.split(b"\0", 1)[0]  # not its arguments: the driver zygote names the browser
+        if f"{MARKER_ENV}={marker}".encode() in environ and b"chrom" in program.lower():
             found.add(pid)
     return found
 

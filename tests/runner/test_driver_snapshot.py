@@ -313,7 +313,8 @@ async def test_workers_start_the_driver_from_the_pools_snapshot_and_it_speaks_ht
 ) -> None:
     if mode == "bubblewrap" and not bubblewrap_works():
         pytest.skip("bubblewrap does not work here")
-    async with WorkerPool(1, sandbox=marked_sandbox_with(mode=mode)) as pool:
+    config = marked_sandbox_with(mode=mode, driver_zygote=False)  # drivers started from it, not forked
+    async with WorkerPool(1, sandbox=config) as pool:
         made = await pool.node_cache_made()
         assert made is not None and made.snapshot is not None, "the pool built no snapshot"
         await _runs_until_started_from_snapshot(pool, make_job, expected=True)
@@ -353,7 +354,7 @@ async def test_a_pool_whose_snapshot_build_fails_says_so_and_its_workers_start_t
     )
     monkeypatch.setattr(driver_snapshot, "SNAPSHOT_ENTRY", entry)
     # a worker environment of its own: no snapshot this process built already is reused
-    config = marked_sandbox_with("DRIVER_SNAPSHOT_TEST")
+    config = marked_sandbox_with("DRIVER_SNAPSHOT_TEST", driver_zygote=False)
     made, said = await _pool_warnings(config, make_job, caplog, from_snapshot=False)
     assert made is not None and made.compile_cache is not None and made.snapshot is None
     warned = [line for line in said if "no start-up snapshot of the Playwright driver, workers load" in line]
@@ -375,7 +376,9 @@ async def test_a_pool_whose_warm_up_fails_builds_its_snapshot_without_one(
         return warm_up_options({**options, "executable_path": str(tmp_path / "no-browser")}, scratch)
 
     monkeypatch.setattr(executor, "warm_up_options", no_browser)
-    config = marked_sandbox_with("DRIVER_SNAPSHOT_WARM_UP_TEST")  # no snapshot built already is reused
+    config = marked_sandbox_with(
+        "DRIVER_SNAPSHOT_WARM_UP_TEST", driver_zygote=False
+    )  # no snapshot built already is reused; drivers started from it
     made, said = await _pool_warnings(config, make_job, caplog, from_snapshot=True)
     assert made is not None and made.snapshot is not None, "the pool built no snapshot"
     retried = [line for line in said if "snapshot is built without its warm-up" in line]

@@ -36,9 +36,9 @@ def test_the_node_shipped_with_playwright_can_be_a_driver_zygote() -> None:
     assert zygote_supported(found[0])
 
 
-def test_the_flag_is_off_unless_set_and_takes_the_sandboxs_yes_and_no() -> None:
-    assert SandboxConfig.from_env({}).driver_zygote is False
-    assert SandboxConfig.from_env({DRIVER_ZYGOTE_ENV: "yes"}).driver_zygote is True
+def test_the_flag_is_on_unless_set_off_and_takes_the_sandboxs_yes_and_no() -> None:
+    assert SandboxConfig.from_env({}).driver_zygote is True
+    assert SandboxConfig.from_env({DRIVER_ZYGOTE_ENV: "no"}).driver_zygote is False
     with pytest.raises(ValueError):
         SandboxConfig.from_env({DRIVER_ZYGOTE_ENV: "maybe"})
 
@@ -77,7 +77,7 @@ async def test_a_sandboxed_zygote_refuses_a_requester_outside_any_sandbox_who_st
         assert started.stdout == "started the ordinary way: cli.js run-driver\n"
         assert zygote.running
     finally:
-        await zygote.close()
+        zygote.close()
 
 
 @pytest.mark.asyncio(loop_scope="session")
@@ -111,7 +111,7 @@ async def test_a_requester_whose_variable_read_while_loading_differs_gets_the_or
             )
             assert (started.returncode, started.stdout) == (0, expected), (version, started.stderr)
     finally:
-        await zygote.close()
+        zygote.close()
 
 
 #: step code saying whether its Playwright's driver was forked from the zygote, then making HTTP
@@ -170,3 +170,102 @@ def test_the_launcher_is_run_by_the_workers_interpreter_isolated() -> None:
     text = launcher_script(sys.executable, "/x/socket", "/x/node")
     assert text.startswith(f"#!{sys.executable} -IS\n")
     assert NODE_PATH_ENV not in text  # it names no other launcher than the fallback it is given
+
+
+#: a service's process, as far as the zygote is concerned: it starts one, says its pid, and waits
+STARTS_A_ZYGOTE = """
+import asyncio, sys
+from pathlib import Path
+from scenariokit.runner.driver_zygote import DriverZygote
+async def main():
+    folder = Path(sys.argv[1])
+    env = {'PATH': '/usr/bin:/bin', 'HOME': str(folder)}
+    zygote = await DriverZygote.start(folder, env, sandboxed=False, fallback='/bin/false')
+    print(zygote._process.pid, flush=True)
+    await asyncio.sleep(600)
+asyncio.run(main())
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_zygote_ends_with_the_process_that_started_it_even_a_killed_one(tmp_path: Path) -> None:
+    service = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", STARTS_A_ZYGOTE, str(tmp_path),
+        stdout=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    assert service.stdout is not None
+    pid = int(await asyncio.wait_for(service.stdout.readline(), 60))
+    assert _alive(pid)
+    service.kill()
+    await service.wait()
+    for _ in range(200):
+        if not _alive(pid):
+            return
+        await asyncio.sleep(0.1)
+    os.kill(pid, 9)
+    raise AssertionError("the driver zygote outlived the process that started it")
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_zygote_whose_warm_up_fails_serves_without_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "zygote"
+    folder.mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    no_browser = {"launch": {"executablePath": str(tmp_path / "no-browser")}, "scratch": str(tmp_path)}
+    zygote = await DriverZygote.start(folder, env, sandboxed=False, fallback="/bin/false", warm_up=no_browser)
+    assert zygote is not None
+    try:
+        assert zygote.running and (folder / SOCKET_NAME).is_socket()
+        assert "warm-up failed" in caplog.text
+    finally:
+        zygote.close()
+
+
+@pytest.mark.browser
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_pools_of_one_process_share_its_zygote_which_outlives_each_pool(
+    browser_marker: str,
+    make_job: Callable[..., RunJob],
+    marked_sandbox_with: Callable[..., SandboxConfig],
+) -> None:
+    sandbox = marked_sandbox_with(mode="off", driver_zygote=True)
+    async with WorkerPool(1, sandbox=sandbox) as first:
+        made = await first.node_cache_made()
+        assert made is not None and made.zygote is not None
+    async with WorkerPool(1, sandbox=sandbox) as second:
+        again = await second.node_cache_made()
+        assert again is not None and again.zygote == made.zygote
+        for _ in range(second.size + 2):  # the spares started before the pool had the zygote
+            outcome, events = await run_collecting(second, make_job(FORKED_AND_HTTP, step_timeout=30.0))
+            assert outcome.status == "pass", outcome.error
+            if printed(events, "forked ") == ["True"]:
+                return
+    raise AssertionError("no worker's driver was forked from the zygote the first pool started")
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_zygote_that_never_says_ready_is_killed_after_its_time(tmp_path: Path) -> None:
+    # a warm-up that hangs: neither `ready` nor an exit (before, this waited for the exit forever)
+    hanging = [sys.executable, "-c", "import time; time.sleep(60)"]
+    starting = asyncio.ensure_future(
+        DriverZygote._started(tmp_path, hanging, dict(os.environ), 1.0, warming=True)
+    )
+    done, _ = await asyncio.wait({starting}, timeout=20)
+    if not done:
+        starting.cancel()
+        raise AssertionError("the start still waits for a zygote that never said ready")
+    assert isinstance(starting.exception(), TimeoutError)
+    left = await asyncio.to_thread(
+        subprocess.run, ["pgrep", "-f", "import time; time.sleep(60)"], capture_output=True, text=True
+    )
+    assert left.stdout == "", left.stdout  # killed, not left behind

@@ -4,7 +4,9 @@ The zygote's socket is reachable from every run (its launcher is the worker's Pl
 request says nothing but ``run-driver``; the zygote places the driver from the kernel's facts about
 the process that connected. So a step that names another sandbox, a pid or another command gets no
 driver at all, and one that asks properly gets a driver exactly where it is itself: its own PID and
-mount namespaces, its own user, no capability, no_new_privs.
+mount namespaces, its own user, no capability, no_new_privs. A step that made a user namespace of
+its own (and a mount namespace in it) is refused: the zygote's go-between is root, and only enters
+namespaces made by a process privileged on the host.
 """
 
 from __future__ import annotations
@@ -49,10 +51,26 @@ def ask(payload):
     return answer, zygote, feed, out
 """
 
+#: a grandchild that makes a user and a mount namespace of its own, then asks properly from there
+IN_OWN_NAMESPACES = (
+    ASK
+    + """import ctypes
+if ctypes.CDLL(None, use_errno=True).unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
+    print(f'unshare failed: errno {ctypes.get_errno()}')
+else:
+    answer = ask(json.dumps(['run-driver']).encode())[0]
+    print(answer.decode() or 'refused')
+"""
+)
+
 #: what the step's child (in the environment Playwright gives its driver, as a launcher has) does
 REQUESTING = (
     ASK
-    + """import time
+    + f"""import subprocess, sys, time
+nested = subprocess.run([sys.executable, '-c', {IN_OWN_NAMESPACES!r}], capture_output=True, text=True)
+nested = (nested.stdout or nested.stderr[-300:]).strip()
+"""
+    + """
 began = time.monotonic()
 idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 idle.connect(folder + '/socket')  # connected, saying nothing: holds the zygote as long as it lets it
@@ -91,7 +109,7 @@ os.close(feed)  # its standard input ends: the driver exits
 os.close(out)
 zygote.close()
 seen = {'refused': refused, 'answer': answer.decode(), 'drivers': drivers, 'uid': os.getuid(),
-        'seconds': time.monotonic() - began}
+        'seconds': time.monotonic() - began, 'nested': nested}
 print(repr(seen))
 """
 )
@@ -124,6 +142,8 @@ async def test_a_step_gets_no_driver_but_its_own_and_that_one_where_it_is(hostil
             break
     assert isinstance(found, dict), found
     assert set(found["refused"].values()) == {""}, found["refused"]  # closed without a driver
+    # namespaces the step made itself (it can, here: an unprivileged user may make a user namespace)
+    assert found["nested"] == "refused", found["nested"]
     assert found["answer"] == "started\n", found
     assert found["seconds"] < 4, found  # an idle connection held the zygote half a second, not longer
     drivers = found["drivers"]

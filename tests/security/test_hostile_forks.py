@@ -103,7 +103,9 @@ async def test_a_forked_worker_holds_nothing_of_the_zygote(hostile: Hostile) -> 
     assert descriptors[3] == "socket", descriptors
     assert not [fd for fd, kind in descriptors.items() if kind in {"dir", "anon_inode:[pidfd]"}], descriptors
     assert not [fd for fd, kind in descriptors.items() if "seqpacket" in kind], descriptors
-    assert found["named sockets"] == []
+    # the one named socket a worker sees is the driver zygote's, which its Playwright is meant to ask
+    # (tests/security/test_hostile_driver_zygote.py replays what a step may ask it); never the zygote's
+    assert [name for name in found["named sockets"] if "-driver-zygote-" not in name] == []
     joined = {name: result for name, result in found["setns"].items() if result == "joined"}
     if hostile.mode == "off":  # the service's own user, as a worker started by exec is
         return

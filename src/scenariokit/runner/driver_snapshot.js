@@ -25,7 +25,6 @@ const v8 = require('v8');
 
 const PACKAGE = process.argv[2];
 const WARM_UP = process.argv[3] ? JSON.parse(process.argv[3]) : null;
-const WARM_UP_FAILED = 3;
 const CANNOT_BE_IN_A_SNAPSHOT = ['http', 'https', 'http2', 'tls'];
 const NATIVE_PARTS = ['Internal Binding http_parser', 'Internal Binding http2', 'Internal Binding tls_wrap'];
 const WEB_GLOBALS = ['FormData', 'Headers', 'Request', 'Response', 'MessageEvent', 'CloseEvent', 'ErrorEvent',
@@ -201,33 +200,16 @@ if (typeof core.libCli?.decorateProgram !== 'function' || typeof utils.program?.
 
 // --- the warm-up --------------------------------------------------------------------------------------
 
-// What a run's driver does first, done once here: the bytecode V8 compiles for it is kept in the
-// snapshot. Playwright's in-process client drives the same server code (dispatchers, the browser's
-// protocol, frames, input) a worker's driver runs. What this reads of the environment is not
-// recorded: every function it calls reads again what it needs when a run calls it, and the browser's
-// profile goes to the scratch folder, not to a worker's TMPDIR (which does not exist out here).
-async function warmUp({ launch, scratch }) {
-  const saved = { TMPDIR: processEnv.TMPDIR, HOME: processEnv.HOME };
+// driver_warm_up.js, loaded with the loader above (an entry that builds a snapshot may require only
+// Node's own modules). What it reads of the environment is not recorded: every function it calls
+// reads again what it needs when a run calls it.
+const { warmUp: warmUpWith, WARM_UP_FAILED } = load(path.join(path.dirname(path.resolve(process.argv[1])), 'driver_warm_up.js'));
+
+async function warmUp(options) {
   recording = false;
-  Object.assign(processEnv, { TMPDIR: scratch, HOME: scratch });
   try {
-    const playwright = core.inprocess.createInProcessPlaywright();
-    const browser = await playwright.chromium.launch(launch);
-    try {
-      const page = await browser.newPage();
-      await page.setContent('<input id="name"><button id="go" onclick="out.textContent = name.value">go</button><p id="out"></p>');
-      await page.fill('#name', 'warm');
-      await page.click('#go');
-      await page.locator('#out').textContent();
-      await page.close();
-    } finally {
-      await browser.close();
-    }
+    await warmUpWith(core, processEnv, options);
   } finally {
-    for (const [name, value] of Object.entries(saved)) {
-      if (value === undefined) delete processEnv[name];
-      else processEnv[name] = value;
-    }
     recording = true;
   }
 }

@@ -1,9 +1,11 @@
 'use strict';
-// The driver zygote: one Node per pool with Playwright's driver loaded (and compiled: it runs with
-// --no-lazy), forking a fresh driver for each run through node:ffi instead of starting one.
-// `node --single-threaded --no-lazy --no-flush-bytecode driver_zygote.js PACKAGE SOCKET MODE`,
+// The driver zygote: one Node per worker environment of the service's process, with Playwright's
+// driver loaded (and compiled: it runs with --no-lazy), forking a fresh driver for each run through
+// node:ffi instead of starting one.
+// `node ZYGOTE_NODE_FLAGS driver_zygote.js PACKAGE SOCKET MODE [WARM_UP]` (flags: driver_zygote.py),
 // MODE `sandboxed` (a requester must be in a PID and mount namespace other than the zygote's) or
-// `unsandboxed`. See driver_zygote.py for the launcher that asks it for a driver.
+// `unsandboxed`; WARM_UP (JSON: launch options and a scratch folder) warms the driver up before the
+// zygote says `ready`. See driver_zygote.py for the launcher that asks it for a driver.
 //
 // A request is a connection on SOCKET carrying the requester's standard input, output and error
 // (SCM_RIGHTS) and the driver's arguments, which must be `run-driver`. Nothing else in it is read:
@@ -18,14 +20,16 @@ const path = require('path');
 const fs = require('fs');
 const ffi = require('node:ffi');
 
-const [PACKAGE, SOCKET, MODE] = process.argv.slice(2);
+const [PACKAGE, SOCKET, MODE, WARM_UP_JSON] = process.argv.slice(2);
 if (!['sandboxed', 'unsandboxed'].includes(MODE)) throw new Error(`unknown mode ${MODE}`);
+const WARM_UP = WARM_UP_JSON ? JSON.parse(WARM_UP_JSON) : null;
 
 const { functions: c } = ffi.dlopen(null, {
   socket: { arguments: ['int32', 'int32', 'int32'], return: 'int32' },
   bind: { arguments: ['int32', 'buffer', 'uint32'], return: 'int32' },
   listen: { arguments: ['int32', 'int32'], return: 'int32' },
   accept4: { arguments: ['int32', 'pointer', 'pointer', 'int32'], return: 'int32' },
+  poll: { arguments: ['buffer', 'uint64', 'int32'], return: 'int32' },
   recvmsg: { arguments: ['int32', 'buffer', 'int32'], return: 'int64' },
   send: { arguments: ['int32', 'buffer', 'uint64', 'int32'], return: 'int64' },
   getsockopt: { arguments: ['int32', 'int32', 'int32', 'buffer', 'buffer'], return: 'int32' },
@@ -44,6 +48,8 @@ const { functions: c } = ffi.dlopen(null, {
   setresgid: { arguments: ['uint32', 'uint32', 'uint32'], return: 'int32' },
   setresuid: { arguments: ['uint32', 'uint32', 'uint32'], return: 'int32' },
   getuid: { arguments: [], return: 'uint32' },
+  getpid: { arguments: [], return: 'int32' },
+  usleep: { arguments: ['uint32'], return: 'int32' },
   capset: { arguments: ['buffer', 'buffer'], return: 'int32' },
   madvise: { arguments: ['uint64', 'uint64', 'int32'], return: 'int32' },
   uv_loop_fork: { arguments: ['pointer'], return: 'int32' },
@@ -57,6 +63,7 @@ function check(result, what) {
 }
 
 const AF_UNIX = 1, SOCK_STREAM = 1, SOCK_CLOEXEC = 0o2000000, SOL_SOCKET = 1, SCM_RIGHTS = 1;
+const POLLIN = 1;
 const SO_PEERCRED = 17, SO_PEERPIDFD = 77, SO_RCVTIMEO = 20, MSG_CMSG_CLOEXEC = 0x40000000;
 const O_RDONLY = 0, O_WRONLY = 1, O_PATH = 0o10000000, O_DIRECTORY = 0o200000, O_CLOEXEC = 0o2000000;
 const CLONE_NEWNS = 0x00020000, CLONE_NEWIPC = 0x08000000, CLONE_NEWPID = 0x20000000;
@@ -76,6 +83,35 @@ function forkWhole() {
   c.madvise(LOW, LOW_LENGTH, MADV_DOFORK);
   c.madvise(vdsoEnd, HIGH_LENGTH, MADV_DOFORK);
   return c.fork();
+}
+
+// A fork copies only the thread that calls it (so the go-between has that one only). Node runs
+// threads of its own beside the main one (the V8 platform's worker, its delayed-task scheduler, the
+// inspector's signal thread; libuv's pool after the warm-up), asleep while the zygote waits for
+// requests. One that runs at the fork (a collection task V8 posted) may hold a lock that its queue's
+// next user in the child then waits for forever, so the zygote forks only while every other thread
+// sleeps, and refuses the request after 100 ms. The platform's one worker (`--v8-pool-size=1`) stays
+// a waiter on its queue's condition variable in the child: with a single such waiter glibc's
+// signalling never waits for it to wake, where with several it may (measured: with Node's default
+// of 4 workers, 1 to 2.5% of forked drivers hung in pthread_cond_signal on their first collection).
+function untilOthersAsleep() {
+  const self = String(c.getpid());
+  for (let attempt = 0; attempt < 200; attempt += 1) {
+    let awake = false;
+    for (const task of fs.readdirSync('/proc/self/task')) {
+      if (task === self) continue;
+      let stat;
+      try {
+        stat = fs.readFileSync(`/proc/self/task/${task}/stat`, 'latin1');
+      } catch {
+        continue;  // it ended
+      }
+      if (stat[stat.lastIndexOf(')') + 2] !== 'S') awake = true;
+    }
+    if (!awake) return;
+    c.usleep(500);
+  }
+  throw new Error('a thread of the zygote kept running');
 }
 
 // What loading reads of the environment is kept by the driver's modules: a requester whose value of
@@ -114,7 +150,13 @@ if (typeof core.libCli?.decorateProgram !== 'function' || typeof utils.program?.
   throw new Error('the driver no longer starts as its cli.js did when this zygote was written');
 }
 
-const OWN = Object.fromEntries(['mnt', 'pid', 'ipc'].map((name) => [name, fs.statSync(`/proc/self/ns/${name}`).ino]));
+// The namespaces bubblewrap makes for a sandbox, and those a sandbox shares with the host. A requester
+// must share the latter with the zygote: step code that made a user namespace of its own (and in it
+// mount or PID namespaces) is refused, so the go-between, which is root, only ever enters namespaces
+// that a process privileged on the host made (bubblewrap, started by the pool).
+const SANDBOX_NAMESPACES = ['mnt', 'pid', 'ipc'], SHARED_NAMESPACES = ['user', 'net', 'uts', 'cgroup'];
+const namespaces = (pid, names) => Object.fromEntries(names.map((name) => [name, fs.statSync(`/proc/${pid}/ns/${name}`).ino]));
+const OWN = namespaces('self', [...SANDBOX_NAMESPACES, ...SHARED_NAMESPACES]);
 const OWN_GROUPS = controlGroups('self');
 const ROOT = c.getuid() === 0;
 // read here: a driver reads no file of the requester's mount namespace (which step code may have made
@@ -156,17 +198,19 @@ function groupFiles(peerGroups) {
   return files;
 }
 
-const listener = check(c.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), 'socket');
-const address = Buffer.alloc(110);
-address.writeUInt16LE(AF_UNIX, 0);
-if (Buffer.byteLength(SOCKET) >= 108) throw new Error('the socket path is too long');
-address.write(SOCKET, 2);
-try { fs.unlinkSync(SOCKET); } catch {}
-check(c.bind(listener, address, address.length), 'bind');
-fs.chmodSync(SOCKET, 0o666);  // every run's user connects; the driver it gets is confined as that user
-check(c.listen(listener, 64), 'listen');
+let listener = -1;
+function listen() {
+  listener = check(c.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), 'socket');
+  const address = Buffer.alloc(110);
+  address.writeUInt16LE(AF_UNIX, 0);
+  if (Buffer.byteLength(SOCKET) >= 108) throw new Error('the socket path is too long');
+  address.write(SOCKET, 2);
+  try { fs.unlinkSync(SOCKET); } catch {}
+  check(c.bind(listener, address, address.length), 'bind');
+  fs.chmodSync(SOCKET, 0o666);  // every run's user connects; the driver it gets is confined as that user
+  check(c.listen(listener, 64), 'listen');
+}
 const loop = ffi.getCurrentEventLoop();
-fs.writeSync(1, 'ready\n');
 
 function receive(connection) {
   const data = Buffer.alloc(1024), iov = Buffer.alloc(16), control = Buffer.alloc(64), message = Buffer.alloc(56);
@@ -200,7 +244,11 @@ function requester(connection) {
   const pidfd = check(option(connection, SO_PEERPIDFD, 4).readInt32LE(0), 'pidfd');
   const opened = [pidfd];
   try {
-    const ns = Object.fromEntries(['mnt', 'pid', 'ipc'].map((name) => [name, fs.statSync(`/proc/${pid}/ns/${name}`).ino]));
+    const ns = namespaces(pid, SANDBOX_NAMESPACES);
+    const shared = namespaces(pid, SHARED_NAMESPACES);
+    for (const name of SHARED_NAMESPACES) {
+      if (shared[name] !== OWN[name]) throw new Error(`the requester is in a ${name} namespace of its own`);
+    }
     const sandboxed = ns.pid !== OWN.pid && ns.mnt !== OWN.mnt && ns.ipc !== OWN.ipc;
     if (MODE === 'sandboxed' && !sandboxed) throw new Error('the requester is not in a sandbox');
     if (MODE === 'unsandboxed' && (ns.pid !== OWN.pid || ns.mnt !== OWN.mnt)) throw new Error('the requester is in namespaces of its own');
@@ -245,8 +293,20 @@ function serve() {
   // A launcher sends its request as soon as it is connected: one that connects and sends nothing holds
   // the zygote (and every other run's request behind it) half a second at most.
   timeout.writeBigInt64LE(500000n, 8);
+  // Standard input is a pipe whose other end only the service holds, and never writes to: it closes
+  // when the service's process is gone, however it went, and then so does the zygote.
+  const waiting = Buffer.alloc(16);  // struct pollfd[2]: the listener, standard input
+  waiting.writeInt32LE(listener, 0);
+  waiting.writeInt16LE(POLLIN, 4);
+  waiting.writeInt32LE(0, 8);
+  waiting.writeInt16LE(POLLIN, 12);
   for (;;) {
     reap();
+    waiting.writeInt16LE(0, 6);
+    waiting.writeInt16LE(0, 14);
+    if (c.poll(waiting, 2n, -1) < 0) continue;  // EINTR: a go-between ended, reaped above
+    if (waiting.readInt16LE(14) !== 0) c._exit(0);
+    if ((waiting.readInt16LE(6) & POLLIN) === 0) continue;
     const connection = c.accept4(listener, 0n, 0n, SOCK_CLOEXEC);
     if (connection < 0) continue;
     let request = { fds: [] }, peer = null;
@@ -258,6 +318,7 @@ function serve() {
         throw new Error('not a request for a driver');
       }
       peer = requester(connection);
+      untilOthersAsleep();
       if (forkWhole() === 0) return goBetween(connection, request.fds, peer);
     } catch (error) {
       fs.writeSync(2, `scenariokit driver zygote: request refused: ${error.message}\n`);
@@ -336,12 +397,38 @@ function becomeDriver(connection, fds, peer) {
   c._exit(127);
 }
 
-const connection = serve();
-// The requester's end closing (it was killed) ends the driver, as its standard input closing does.
-const requesterEnd = new (require('net').Socket)({ fd: connection, readable: true, writable: false });
-requesterEnd.on('data', () => {}).on('end', () => process.exit(0)).on('error', () => process.exit(0));
-requesterEnd.unref();
-process.argv = [process.execPath, path.join(PACKAGE, 'cli.js'), 'run-driver'];
-core.libCli.decorateProgram(utils.program);
-core.libCliTestStub.decorateProgram(utils.program);
-utils.program.parse(process.argv);
+// What forked drivers inherit is warmed up (driver_warm_up.js) and collected: the functions a run
+// calls first are compiled, with their feedback, and the warm-up's garbage is gone, so no driver
+// compiles them or marks that garbage again. The warm-up leaves nothing running: its browser is
+// closed, and libuv's thread pool (whose idle threads a fork does not copy) starts again in a child
+// that needs it. A failed warm-up exits with WARM_UP_FAILED before `ready`: the pool starts the
+// zygote again without one.
+const { warmUp: warmUpWith, WARM_UP_FAILED } = require('./driver_warm_up.js');
+
+async function warmUp() {
+  try {
+    await warmUpWith(core, processEnv, WARM_UP);
+  } catch (error) {
+    fs.writeSync(2, `scenariokit driver zygote: the warm-up failed: ${error?.stack ?? error}\n`);
+    process.exit(WARM_UP_FAILED);
+  }
+  require('v8').setFlagsFromString('--expose-gc');
+  require('vm').runInNewContext('gc')();
+}
+
+async function main() {
+  if (WARM_UP !== null) await warmUp();
+  listen();
+  fs.writeSync(1, 'ready\n');
+  const connection = serve();
+  // The requester's end closing (it was killed) ends the driver, as its standard input closing does.
+  const requesterEnd = new (require('net').Socket)({ fd: connection, readable: true, writable: false });
+  requesterEnd.on('data', () => {}).on('end', () => process.exit(0)).on('error', () => process.exit(0));
+  requesterEnd.unref();
+  process.argv = [process.execPath, path.join(PACKAGE, 'cli.js'), 'run-driver'];
+  core.libCli.decorateProgram(utils.program);
+  core.libCliTestStub.decorateProgram(utils.program);
+  utils.program.parse(process.argv);
+}
+
+main();

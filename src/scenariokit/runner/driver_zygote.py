@@ -1,11 +1,12 @@
-"""The driver zygote: one Node per pool with Playwright's driver loaded, forking each run's driver.
+"""The driver zygote: a Node with Playwright's driver loaded and warmed up, forking each run's driver.
 
 A one-run worker's Playwright starts its own driver (``node cli.js run-driver``); started from the
-start-up snapshot that still costs about 200 ms of CPU per run. With ``SCENARIOKIT_DRIVER_ZYGOTE`` on and a
-Node that has ``node:ffi`` (26.1 and later), the pool also starts ``driver_zygote.js``: a Node that
-loads (and compiles) the driver once and forks a driver per request. Each run still gets a driver
-process of its own (docs/CONTRACT §11: no driver is shared between runs); it costs a fork instead of a
-start.
+start-up snapshot that still costs about 200 ms of CPU per run. Unless ``SCENARIOKIT_DRIVER_ZYGOTE``
+is off, and where the Node has ``node:ffi`` (26.1 and later), the service's process also starts
+``driver_zygote.js`` (one per worker environment, serving every pool that has it): a Node that
+loads (and compiles) the driver once, warms it up, and forks a driver per request. Each run still
+gets a driver process of its own (docs/CONTRACT §11: no driver is shared between runs); it costs a
+fork instead of a start.
 
 The worker's ``PLAYWRIGHT_NODEJS_PATH`` is then :func:`launcher_script`: a Python client that hands its
 standard input, output and error to the zygote and waits for the driver to end. The zygote takes
@@ -19,11 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
-from scenariokit.runner.driver_snapshot import bundled_driver
+from scenariokit.runner.driver_snapshot import WARM_UP_FAILED, bundled_driver
+
+logger = logging.getLogger(__name__)
 
 #: the zygote's script, shipped beside this module
 ZYGOTE_SCRIPT = Path(__file__).with_name("driver_zygote.js")
@@ -32,14 +38,16 @@ SOCKET_NAME = "socket"
 ZYGOTE_LAUNCHER_NAME = "node-from-zygote"
 #: where a sandboxed worker finds the zygote's folder (bound read-only)
 SANDBOX_DRIVER_ZYGOTE = "/tmp/scenariokit-driver-zygote"
-#: The zygote's V8 runs with no background threads (a forked child has none of them: a task posted to
-#: one would wait forever) and compiles every function while loading, so forked drivers find their
-#: bytecode and baseline code made instead of compiling it again in each run. Its old space starts
-#: large: a forked driver then ends its run before its first full collection, which would mark the
-#: whole inherited heap (measured: 95 ms per run over 40 runs, against 110 ms rising to 220 ms once
-#: the zygote's own garbage brought its children near the default limit).
+#: The zygote's V8 runs with no background tasks and Node's platform with one worker thread (a forked
+#: child has none of them: see ``untilOthersAsleep`` in the script), and it compiles every function
+#: while loading, so forked drivers find their bytecode and baseline code made instead of compiling
+#: it again in each run. Its old space starts large: a forked driver then ends its run before its
+#: first full collection, which would mark the whole inherited heap (measured: 95 ms per run over
+#: 40 runs, against 110 ms rising to 220 ms once the zygote's own garbage brought its children near
+#: the default limit).
 ZYGOTE_NODE_FLAGS = (
     "--single-threaded",
+    "--v8-pool-size=1",
     "--initial-old-space-size=256",
     "--no-lazy",
     "--no-flush-bytecode",
@@ -77,90 +85,150 @@ def zygote_supported(node: Path) -> bool:
     return probe.returncode == 0 and probe.stdout == "yes"
 
 
-def zygote_command(node: Path, package: Path, socket_path: Path, *, sandboxed: bool) -> list[str]:
-    """The zygote's argv; it prints ``ready`` once it listens on ``socket_path``."""
+def zygote_command(
+    node: Path,
+    package: Path,
+    socket_path: Path,
+    *,
+    sandboxed: bool,
+    warm_up: Mapping[str, object] | None = None,
+) -> list[str]:
+    """The zygote's argv; it prints ``ready`` once it listens on ``socket_path``.
+
+    With ``warm_up`` (:func:`.driver_snapshot.warm_up_options`) it first launches that browser and
+    works a page, as the snapshot's build does; a failed warm-up exits with
+    :data:`.driver_snapshot.WARM_UP_FAILED` before ``ready``.
+    """
     mode = "sandboxed" if sandboxed else "unsandboxed"
-    return [str(node), *ZYGOTE_NODE_FLAGS, str(ZYGOTE_SCRIPT), str(package), str(socket_path), mode]
+    argv = [str(node), *ZYGOTE_NODE_FLAGS, str(ZYGOTE_SCRIPT), str(package), str(socket_path), mode]
+    if warm_up is not None:
+        argv.append(json.dumps(warm_up))
+    return argv
 
 
 def launcher_script(python: str, socket_path: str, fallback: str) -> str:
     """The worker's ``PLAYWRIGHT_NODEJS_PATH`` when a zygote runs: ask it, else exec ``fallback``.
 
-    ``python`` runs isolated and without ``site`` (~10 ms): the client imports nothing of the venv.
-    It keeps its standard streams until the zygote says ``started``, so a refusal costs nothing but
-    the ordinary start.
+    ``python`` runs isolated and without ``site``, and the client imports only modules built into
+    the interpreter (``_socket``, ``posix``): about 8 ms of CPU, where ``json``, ``socket`` and ``os``
+    alone cost 20 ms more per run. It keeps its standard streams until the zygote says ``started``,
+    so a refusal costs nothing but the ordinary start; arguments other than ``run-driver`` go to the
+    ordinary start too (the zygote serves nothing else).
     """
     return f"""#!{python} -IS
-import json, os, socket, sys
+import _socket, posix, sys
 started = False
-try:
-    zygote = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    zygote.settimeout({ANSWER_SECONDS})  # a zygote held up by others: start the driver the ordinary way
-    zygote.connect({socket_path!r})
-    socket.send_fds(zygote, [json.dumps(sys.argv[2:]).encode()], [0, 1, 2])
-    started = zygote.recv(8) == b"started\\n"
-    zygote.settimeout(None)
-except OSError:
-    pass
+if sys.argv[2:] == ["run-driver"]:
+    try:
+        zygote = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        zygote.settimeout({ANSWER_SECONDS})  # a zygote held up by others: start the driver the ordinary way
+        zygote.connect({socket_path!r})
+        fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
+        zygote.sendmsg([b'["run-driver"]'], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+        started = zygote.recv(8) == b"started\\n"
+        zygote.settimeout(None)
+    except OSError:
+        pass
 if not started:
-    os.execv({fallback!r}, [{fallback!r}, *sys.argv[1:]])
-os.close(0)
-os.close(1)
+    posix.execv({fallback!r}, [{fallback!r}, *sys.argv[1:]])
+posix.close(0)
+posix.close(1)
 while zygote.recv(64):  # the driver's end of the connection closes when it exits
     pass
 """
 
 
 class DriverZygote:
-    """A pool's running driver zygote: the folder workers find it in, and its process."""
+    """A running driver zygote: the folder workers find it in, and its process.
 
-    def __init__(self, folder: Path, process: asyncio.subprocess.Process) -> None:
+    It is a plain child process, not tied to the event loop that started it: one zygote serves the
+    pools of every loop of the service's process (:mod:`.executor`). Its standard input is a pipe
+    whose other end only this object holds: the zygote exits when that closes, so it never outlives
+    the service's process, even one that was killed.
+    """
+
+    def __init__(self, folder: Path, process: subprocess.Popen[bytes]) -> None:
         self.folder = folder
         self._process = process
 
     @classmethod
     async def start(
-        cls, folder: Path, env: dict[str, str], *, sandboxed: bool, fallback: str, ready_seconds: float = 60.0
+        cls,
+        folder: Path,
+        env: dict[str, str],
+        *,
+        sandboxed: bool,
+        fallback: str,
+        warm_up: Mapping[str, object] | None = None,
+        ready_seconds: float = 60.0,
     ) -> DriverZygote | None:
         """Start a zygote in ``folder`` (its socket and launcher go there) with a worker's ``env``.
 
         ``fallback`` is the executable the launcher starts the driver with when the zygote says no,
-        as the worker sees it. None when this Node cannot be a zygote or it did not say ready.
+        as the worker sees it. ``warm_up`` is what the zygote warms its driver up with before it
+        serves (see :func:`zygote_command`); when that fails it is logged and the zygote is started
+        again without. None when this Node cannot be a zygote.
         """
         found = bundled_driver()
         if found is None or not await asyncio.to_thread(zygote_supported, found[0]):
             return None
         node, package = found
         inner = SANDBOX_DRIVER_ZYGOTE if sandboxed else str(folder)
-        argv = zygote_command(node, package, folder / SOCKET_NAME, sandboxed=sandboxed)
-        process = await asyncio.create_subprocess_exec(
-            *argv, env=env, cwd=folder, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, start_new_session=True,
-        )  # fmt: skip
-        zygote = cls(folder, process)
+        argv = zygote_command(node, package, folder / SOCKET_NAME, sandboxed=sandboxed, warm_up=warm_up)
+        zygote = await cls._started(folder, argv, env, ready_seconds, warming=warm_up is not None)
+        if zygote is None:
+            logger.warning("the Playwright driver zygote's warm-up failed: it serves without one")
+            argv = zygote_command(node, package, folder / SOCKET_NAME, sandboxed=sandboxed)
+            zygote = await cls._started(folder, argv, env, ready_seconds, warming=False)
+            assert zygote is not None
         try:
-            assert process.stdout is not None
-            line = await asyncio.wait_for(process.stdout.readline(), ready_seconds)
-            if line != b"ready\n":
-                raise RuntimeError(f"the driver zygote said {line!r}")
             launcher = folder / ZYGOTE_LAUNCHER_NAME
             text = launcher_script(sys.executable, f"{inner}/{SOCKET_NAME}", fallback)
             await asyncio.to_thread(launcher.write_text, text)
             await asyncio.to_thread(launcher.chmod, 0o555)
             await asyncio.to_thread(folder.chmod, 0o755)
         except BaseException:
-            await zygote.close()
+            zygote.close()
             raise
         return zygote
+
+    @classmethod
+    async def _started(
+        cls, folder: Path, argv: list[str], env: dict[str, str], ready_seconds: float, *, warming: bool
+    ) -> DriverZygote | None:
+        """The zygote started with ``argv``, once it said ready; None if its warm-up (``warming``) failed."""
+        process = await asyncio.to_thread(
+            subprocess.Popen, argv, env=env, cwd=folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            start_new_session=True,
+        )  # fmt: skip
+        zygote = cls(folder, process)
+        try:
+            assert process.stdout is not None
+            # a zygote that never says ready (a warm-up that hangs, say) is killed below, which also
+            # ends the read left waiting in its thread
+            line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), ready_seconds)
+            if line == b"ready\n":
+                process.stdout.close()  # it writes nothing more
+                return zygote
+            if warming and line == b"" and await asyncio.to_thread(process.wait) == WARM_UP_FAILED:
+                return None
+            raise RuntimeError(f"the driver zygote said {line!r} (exit {process.poll()})")
+        except BaseException:
+            zygote.close()
+            raise
 
     @property
     def running(self) -> bool:
         """Whether the zygote's process is still there."""
-        return self._process.returncode is None
+        return self._process.poll() is None
 
-    async def close(self) -> None:
+    def close(self) -> None:
         """Stop the zygote (drivers it forked live on with their runs; their groups end them)."""
-        if self._process.returncode is None:
+        if self._process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self._process.kill()
-        await self._process.wait()
+        self._process.wait()
+        for stream in (self._process.stdin, self._process.stdout):
+            if stream is not None:
+                stream.close()
+

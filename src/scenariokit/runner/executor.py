@@ -117,6 +117,9 @@ _node_cache: Path | None = None
 #: the driver's start-up snapshots this process built, by sandbox and the variables its workers keep
 #: (``SandboxConfig.pass_env``): the snapshot is of a driver in exactly a worker's environment
 _driver_snapshots: dict[tuple[SandboxKind, tuple[str, ...]], Path] = {}
+#: the driver zygotes this process runs, by the same key: one serves every pool of the process whose
+#: workers have that environment (started by the first, stopped when the process exits)
+_driver_zygotes: dict[tuple[SandboxKind, tuple[str, ...]], DriverZygote] = {}
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -177,7 +180,6 @@ class WorkerPool:
         self._retiring: set[asyncio.Task[None]] = set()
         self._closed = False
         self._node_cache_task: asyncio.Task[None] | None = None
-        self._driver_zygote: DriverZygote | None = None
         #: the control groups of its workers' runs (None: this machine gives this process none)
         self.run_groups: RunGroups | None = None
         self._zygote: Zygote | None = None
@@ -262,11 +264,22 @@ class WorkerPool:
             self._launch = attrs.evolve(
                 self._launch, node_cache=NodeCache(compile_cache=known, snapshot=snapshot)
             )
-        if self._sandbox.driver_zygote and not self._closed:
-            self._driver_zygote = await self._started_driver_zygote(self._launch.kind, known, snapshot)
-            if self._driver_zygote is not None and not self._closed:
-                cache = NodeCache(compile_cache=known, snapshot=snapshot, zygote=self._driver_zygote.folder)
-                self._launch = attrs.evolve(self._launch, node_cache=cache)
+        if not self._sandbox.driver_zygote or self._closed:
+            return
+        zygote = _driver_zygotes.get(key)
+        if zygote is None or not zygote.running:
+            zygote = await self._started_driver_zygote(self._launch.kind, known, snapshot, browser)
+            if zygote is None:
+                return
+            running = _driver_zygotes.get(key)
+            if running is not None and running.running:  # another pool's start won: its zygote serves
+                await asyncio.to_thread(_stop_driver_zygote, zygote)
+                zygote = running
+            else:
+                _driver_zygotes[key] = zygote
+        if not self._closed:
+            cache = NodeCache(compile_cache=known, snapshot=snapshot, zygote=zygote.folder)
+            self._launch = attrs.evolve(self._launch, node_cache=cache)
 
     def _workers_driver_environment(
         self, kind: SandboxKind, home: Path, node_cache: NodeCache
@@ -286,20 +299,32 @@ class WorkerPool:
         return env
 
     async def _started_driver_zygote(
-        self, kind: SandboxKind, compile_cache: Path | None, snapshot: Path
+        self, kind: SandboxKind, compile_cache: Path | None, snapshot: Path, browser: BrowserConfig
     ) -> DriverZygote | None:
-        """The pool's driver zygote, started in a worker's environment; None (logged) if it cannot run."""
+        """A driver zygote for this process's pools, started in their workers' environment; None (logged)
+        if it cannot run. Stopped when the process exits (or, killed, when the zygote sees it gone).
+
+        It warms its driver up as the snapshot's build does (with the workers' browser, not a remote
+        one, in a scratch folder removed once it is ready).
+        """
         prefix = f"{POOL_DIR_PREFIX}{os.getpid()}-driver-zygote-"
         folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
+        scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix + "warming-"))
         sandboxed = kind == "bubblewrap"
         try:
             as_worker = NodeCache(compile_cache=compile_cache, snapshot=snapshot, zygote=folder)
             env = {**self._workers_driver_environment(kind, folder, as_worker), **driver_variables()}
             fallback = f"{SANDBOX_DRIVER_SNAPSHOT if sandboxed else snapshot}/{LAUNCHER_NAME}"
-            zygote = await DriverZygote.start(folder, env, sandboxed=sandboxed, fallback=fallback)
+            warm = None if browser.ws_endpoint else warm_up_options(browser.launch_options(), scratch)
+            try:
+                zygote = await DriverZygote.start(
+                    folder, env, sandboxed=sandboxed, fallback=fallback, warm_up=warm
+                )
+            finally:
+                await asyncio.to_thread(remove_dir, scratch)
             if zygote is None:
                 raise RuntimeError("this Node.js cannot fork (no node:ffi, or older than 26.1)")
-            atexit.register(remove_dir, folder)
+            atexit.register(_stop_driver_zygote, zygote)
             logger.info("Playwright driver zygote started: each run's driver is forked from it")
             return zygote
         except Exception as exc:  # workers start their drivers as before
@@ -308,6 +333,9 @@ class WorkerPool:
             )
             await asyncio.to_thread(remove_dir, folder)
             return None
+        except BaseException:
+            await asyncio.to_thread(remove_dir, folder)
+            raise
 
     @staticmethod
     async def _filled_node_cache(browser: BrowserConfig) -> Path | None:
@@ -415,9 +443,6 @@ class WorkerPool:
             await asyncio.gather(*self._callbacks, return_exceptions=True)
         if self._zygote is not None:
             await asyncio.to_thread(self._zygote.close)
-        if self._driver_zygote is not None:
-            await self._driver_zygote.close()
-            await asyncio.to_thread(remove_dir, self._driver_zygote.folder)
         if self._pool_dir is not None:
             await asyncio.to_thread(remove_dir, self._pool_dir)
         if self.run_groups is not None:
@@ -763,6 +788,12 @@ class WorkerPool:
     def held_sessions(self) -> list[uuid.UUID]:
         """Run ids whose saved session is held open."""
         return list(self._session_owner)
+
+
+def _stop_driver_zygote(zygote: DriverZygote) -> None:
+    """Stop a driver zygote and remove its folder (blocking; also run at the process's exit)."""
+    zygote.close()
+    remove_dir(zygote.folder)
 
 
 async def _prepare(

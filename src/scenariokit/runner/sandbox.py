@@ -117,8 +117,9 @@ class SandboxConfig:
     pass_env: tuple[str, ...] = ()
     #: whether the pool builds the driver's start-up snapshot for its workers
     driver_snapshot: bool = True
-    #: whether the pool runs a driver zygote that forks each run's driver (``runner/driver_zygote.py``)
-    driver_zygote: bool = False
+    #: whether each run's driver is forked from the process's driver zygote where this Node.js can run
+    #: one (``runner/driver_zygote.py``); it needs the snapshot, whose launcher is its fallback
+    driver_zygote: bool = True
     #: whether workers are forked from the pool's zygote where it can (:mod:`.zygote`); else by exec
     zygote: bool = True
 
@@ -126,7 +127,7 @@ class SandboxConfig:
     def from_env(
         cls, environ: Mapping[str, str] = os.environ, *, hidden: Iterable[Path] = (), **fields: object
     ) -> SandboxConfig:
-        """``SCENARIOKIT_SANDBOX``, ``SCENARIOKIT_RUN_MEMORY_MB`` and ``SCENARIOKIT_DRIVER_SNAPSHOT``.
+        """``SCENARIOKIT_SANDBOX``, ``…_RUN_MEMORY_MB``, ``…_DRIVER_SNAPSHOT`` and ``…_DRIVER_ZYGOTE``.
 
         The service checked their values when it started (``settings.py``).
         """
@@ -136,7 +137,7 @@ class SandboxConfig:
         snapshot = (environ.get(DRIVER_SNAPSHOT_ENV) or "").strip()
         fields.setdefault("driver_snapshot", parse_flag(snapshot) if snapshot else True)
         driver_zygote = (environ.get(DRIVER_ZYGOTE_ENV) or "").strip()
-        fields.setdefault("driver_zygote", parse_flag(driver_zygote) if driver_zygote else False)
+        fields.setdefault("driver_zygote", parse_flag(driver_zygote) if driver_zygote else True)
         return cls(mode=mode, limits=limits, hidden=tuple(hidden), **fields)  # type: ignore[arg-type]
 
 
