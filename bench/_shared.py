@@ -91,6 +91,14 @@ async def fresh_context_floor(url: str, count: int, config: BrowserConfig | None
     return took
 
 
+async def until_warm(pool: Any) -> None:
+    """Wait (up to 30 s) until ``pool`` has ``size`` warm workers and none it is still stopping."""
+    for _ in range(600):
+        if pool.ready_workers >= pool.size and not getattr(pool, "_retiring", ()):
+            return
+        await asyncio.sleep(0.05)
+
+
 def per_minute(count: int, seconds: float) -> float:
     """Runs per minute."""
     return count / seconds * 60 if seconds > 0 else float("inf")

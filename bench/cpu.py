@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _shared import STEPS, CpuSampler, bare_playwright, serve_page
+from _shared import STEPS, CpuSampler, bare_playwright, serve_page, until_warm
 
 import scenariokit
 from scenariokit.domain.model import RunStatus
@@ -75,7 +75,7 @@ async def scenariokit_cpu(
             with CpuSampler() as sampler:
                 scheduler = await kit.start_runner()
                 await scheduler.pool.node_cache_made()  # made in the background: not in the window
-                await _until_warm(scheduler.pool)
+                await until_warm(scheduler.pool)
                 sampler.baseline()
                 began = time.perf_counter()
                 for s in scenarios:
@@ -84,20 +84,13 @@ async def scenariokit_cpu(
                 while (await kit.runs.list(waiting)).total:  # noqa: ASYNC110
                     await asyncio.sleep(0.05)
                 took = time.perf_counter() - began
-                await _until_warm(scheduler.pool)  # the workers for the next runs, paid in this window
+                await until_warm(scheduler.pool)  # the workers for the next runs, paid in this window
                 await asyncio.sleep(0.5)
             label = (
                 f"scenariokit, {workers} worker(s), sandbox {sandbox}, driver snapshot {snapshot}, "
                 f"started by {start}"
             )
             report(label, count, took, sampler, "scheduler process (pool, store)")
-
-
-async def _until_warm(pool: object) -> None:
-    for _ in range(600):
-        if pool.ready_workers >= pool.size and not getattr(pool, "_retiring", ()):  # type: ignore[attr-defined]
-            return
-        await asyncio.sleep(0.05)
 
 
 async def reused_cpu(tree: Path, url: str, count: int, workers: int) -> None:
