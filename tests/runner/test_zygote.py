@@ -35,6 +35,15 @@ def parent(pid: int) -> int:
     return process_table()[pid].ppid
 
 
+def install_plugin(folder: Path, name: str, source: str) -> None:
+    """A plugin module and its distribution's entry point in ``folder`` (put it on ``sys.path``)."""
+    (folder / f"{name}_plugin.py").write_text(source)
+    info = folder / f"{name}_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[scenariokit]\n{name} = {name}_plugin\n")
+
+
 @in_session
 async def test_workers_are_forked_from_the_zygote_and_it_ends_with_the_pool(
     run: Runner, make_job: JobFactory
@@ -48,9 +57,16 @@ async def test_workers_are_forked_from_the_zygote_and_it_ends_with_the_pool(
             assert parent(parent(pid)) == zygote
         # what the zygote imported is frozen: a worker's collector never writes into those pages
         frozen = "import gc\nprint('frozen', gc.get_freeze_count() > 1000)"
-        outcome, events = await run(make_job(frozen), pool)
+        # and it loaded the installed plugins (the bundled fake-data plugin's helpers are there)
+        plugins = (
+            "from scenariokit.runner import plugin_hooks\n"
+            "print('preloaded', plugin_hooks._preloaded is not None)\n"
+            "print('helper', callable(helpers.fake.email))"
+        )
+        outcome, events = await run(make_job(frozen, plugins), pool)
         assert outcome.status == "pass", outcome.error
-        assert "frozen True" in [event.message for event in events if isinstance(event, LogEvent)]
+        said = [event.message for event in events if isinstance(event, LogEvent)]
+        assert {"frozen True", "preloaded True", "helper True"} <= set(said), said
     finally:
         await pool.close()
     assert zygote not in process_table()
@@ -105,6 +121,61 @@ async def test_a_dead_zygote_is_started_again_and_workers_start_by_exec_meanwhil
         assert pool.zygote.pid not in (None, first)
         for pid in pool.worker_pids():
             assert parent(parent(pid)) == pool.zygote.pid
+    finally:
+        await pool.close()
+
+
+@in_session
+async def test_a_plugin_that_starts_a_thread_when_imported_has_workers_start_by_exec(
+    run: Runner,
+    make_job: JobFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A fork copies no thread, and a lock one held stays held in the child: the zygote says so and
+    the pool starts every worker by exec, where the plugin is loaded (thread and all) as it expects."""
+    caplog.set_level(logging.WARNING)
+    install_plugin(
+        tmp_path,
+        "thready",
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(3600,), name='thready-poller', daemon=True).start()\n"
+        "from scenariokit.plugins import hookimpl\n"
+        "@hookimpl\n"
+        "def scenariokit_step_helpers(job):\n"
+        "    return {'thready': threading.active_count()}\n",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))  # the workers' import path is the service's
+    pool = WorkerPool(1, sandbox=SandboxConfig(mode="off", pass_env=("RUNNER_TEST_MARK",)))
+    await pool.start()
+    try:
+        assert pool.zygote is None
+        assert "a plugin started a thread while it was imported (thready-poller)" in caplog.text
+        outcome, events = await run(make_job("print('threads', helpers.thready > 1)"), pool)
+        assert outcome.status == "pass", outcome.error
+        assert "threads True" in [event.message for event in events if isinstance(event, LogEvent)]
+        assert all(parent(pid) == os.getpid() for pid in pool.worker_pids())
+    finally:
+        await pool.close()
+
+
+@in_session
+async def test_a_plugin_that_fails_to_load_is_reported_by_each_workers_run(
+    run: Runner, make_job: JobFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_plugin(tmp_path, "broken", "raise RuntimeError('broken on purpose')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pool = WorkerPool(1, sandbox=SandboxConfig(mode="off", pass_env=("RUNNER_TEST_MARK",)))
+    await pool.start()
+    try:
+        assert pool.zygote is not None  # it serves: plugins are then each worker's to load
+        outcome, events = await run(make_job("print('ran')"), pool)
+        assert outcome.status == "pass", outcome.error
+        said = [event.message for event in events if isinstance(event, LogEvent)]
+        assert "ran" in said
+        assert any("plugins unavailable: RuntimeError: broken on purpose" in line for line in said), said
+        assert all(parent(parent(pid)) == pool.zygote.pid for pid in pool.worker_pids())
     finally:
         await pool.close()
 

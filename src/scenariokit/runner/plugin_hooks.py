@@ -1,7 +1,9 @@
 """The plugin hooks a worker calls, behind one small object that works without any plugins.
 
-The plugin manager is imported lazily, inside the worker process: a worker whose plugin manager cannot
-be imported or built runs with no plugins at all rather than not at all (and says so in the run log).
+The plugin manager is built once in the pool's zygote (:func:`PluginHooks.preload`), so every worker
+forked from it finds the installed plugins loaded; a worker started by exec, or forked from a zygote
+that could not load them, builds its own. A worker whose plugin manager cannot be imported or built
+runs with no plugins at all rather than not at all (and says so in the run log).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ logger = logging.getLogger(__name__)
 #: ``launch(playwright) -> Browser``, as ``scenariokit_browser_provider`` returns it
 BrowserLauncher = Callable[[Any], Awaitable[Any]]
 
+#: the plugins this process loaded for the workers it forks (:meth:`PluginHooks.preload`)
+_preloaded: PluginHooks | None = None
+
 
 class PluginHooks:
     """The hooks step execution calls; every method answers sensibly when there is no plugin manager."""
@@ -28,8 +33,21 @@ class PluginHooks:
         self.problem = problem
 
     @classmethod
+    def preload(cls) -> None:
+        """Load the installed plugins in this process, for every worker it forks (the zygote).
+
+        Raises what loading them raised: each worker then loads them itself, and reports why not.
+        """
+        global _preloaded
+        from scenariokit.plugins import get_plugin_manager
+
+        _preloaded = cls(get_plugin_manager().hook)
+
+    @classmethod
     def load(cls) -> PluginHooks:
         """The installed plugins' hooks, or no plugins when the plugin manager is unavailable."""
+        if _preloaded is not None:
+            return _preloaded
         try:
             from scenariokit.plugins import get_plugin_manager
 

@@ -192,7 +192,7 @@ class Zygote:
         self._control = ours
         ours.settimeout(ZYGOTE_START_SECONDS)
         try:
-            said = ours.recv(64)
+            said = ours.recv(1024)
         except OSError as exc:
             said = f"{type(exc).__name__}: {exc}".encode()
         ours.settimeout(None)
