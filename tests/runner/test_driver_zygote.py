@@ -114,6 +114,37 @@ async def test_a_requester_whose_variable_read_while_loading_differs_gets_the_or
         zygote.close()
 
 
+def _anonymous_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("RssAnon:")[1].split()[0])
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_zygote_does_not_grow_with_the_drivers_it_forks(tmp_path: Path) -> None:
+    """What serving a request allocates is collected before the next fork: else each driver is born
+    into a fuller young generation than the last, with more memory outside the heap held by it, and
+    reaches its own collections sooner (without the collection: 9.8 MiB more after these 150 forks)."""
+    folder = tmp_path / "zygote"
+    folder.mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    zygote = await DriverZygote.start(folder, env, sandboxed=False, fallback="/bin/false")
+    assert zygote is not None
+    launcher = [str(folder / ZYGOTE_LAUNCHER_NAME), "cli.js", "run-driver"]
+
+    def fork_drivers(count: int) -> None:
+        for _ in range(count):
+            ended = subprocess.run(launcher, input="", capture_output=True, text=True, timeout=60, env=env)
+            assert ended.returncode == 0, ended.stderr  # a forked driver ends with its standard input
+
+    try:
+        await asyncio.to_thread(fork_drivers, 5)
+        before = _anonymous_kib(zygote.pid)
+        await asyncio.to_thread(fork_drivers, 150)
+        assert _anonymous_kib(zygote.pid) - before < 1536, _anonymous_kib(zygote.pid) - before
+    finally:
+        zygote.close()
+
+
 #: step code saying whether its Playwright's driver was forked from the zygote, then making HTTP
 #: requests from that driver: the API request context, and a route that fetches the real response
 FORKED_AND_HTTP = (

@@ -282,6 +282,11 @@ function resourceLimits(pid) {
   });
 }
 
+// V8's `gc`, which the zygote calls itself: after its warm-up (everything), after each fork (the young
+// generation).
+require('v8').setFlagsFromString('--expose-gc');
+const collectGarbage = require('vm').runInNewContext('gc');
+
 function reap() {
   const status = Buffer.alloc(4);
   while (c.waitpid(-1, status, 1 /* WNOHANG */) > 0);
@@ -326,6 +331,12 @@ function serve() {
     request.fds.forEach((fd) => c.close(fd));
     if (peer) [peer.pidfd, peer.cwd].forEach((fd) => c.close(fd));
     c.close(connection);
+    // What this request allocated (buffers, /proc reads) would stay in the young generation until it
+    // filled, and the buffers' memory outside the heap would grow with it: every driver forked later
+    // inherits both, and reaches its own collections the sooner (measured: 440 ms of machine CPU per
+    // run rising to 510-570 ms after 90 to 130 forks). A scavenge of a generation holding no live
+    // object costs about 1 ms, while the zygote waits for the next request.
+    collectGarbage({ type: 'minor' });
   }
 }
 
@@ -412,8 +423,7 @@ async function warmUp() {
     fs.writeSync(2, `scenariokit driver zygote: the warm-up failed: ${error?.stack ?? error}\n`);
     process.exit(WARM_UP_FAILED);
   }
-  require('v8').setFlagsFromString('--expose-gc');
-  require('vm').runInNewContext('gc')();
+  collectGarbage();
 }
 
 async function main() {

@@ -151,6 +151,11 @@ class DriverZygote:
         self.folder = folder
         self._process = process
 
+    @property
+    def pid(self) -> int:
+        """The zygote's process id."""
+        return self._process.pid
+
     @classmethod
     async def start(
         cls,
