@@ -18,7 +18,8 @@ import pytest
 from test_driver_snapshot import HTTP_FROM_THE_DRIVER, printed, run_collecting
 
 from scenariokit.domain.job import RunJob
-from scenariokit.runner.driver_snapshot import NODE_PATH_ENV, bundled_driver
+from scenariokit.runner.browser import discover_browser
+from scenariokit.runner.driver_snapshot import NODE_PATH_ENV, bundled_driver, warm_up_options
 from scenariokit.runner.driver_zygote import (
     DRIVER_ZYGOTE_ENV,
     SOCKET_NAME,
@@ -141,6 +142,74 @@ async def test_the_zygote_does_not_grow_with_the_drivers_it_forks(tmp_path: Path
         before = _anonymous_kib(zygote.pid)
         await asyncio.to_thread(fork_drivers, 150)
         assert _anonymous_kib(zygote.pid) - before < 1536, _anonymous_kib(zygote.pid) - before
+    finally:
+        zygote.close()
+
+
+def _forked_driver(zygote: int, stdin_inode: int) -> int | None:
+    """The driver forked from ``zygote``'s image whose standard input is the pipe ``stdin_inode``."""
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = Path(f"/proc/{name}/cmdline").read_bytes()
+            if b"driver_zygote.js" in command and os.stat(f"/proc/{name}/fd/0").st_ino == stdin_inode:
+                if int(name) != zygote:
+                    return int(name)
+        except OSError:
+            continue
+    return None
+
+
+def _cpu_ms(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.browser
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_driver_forked_after_the_zygote_idled_does_not_collect_the_inherited_heap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """V8's memory reducer schedules a full collection once a heap has been idle (8 to 30 s); the
+    zygote, blocked in its own loop, never runs it, so every driver forked after such a pause would
+    run it first, marking the whole inherited heap: about 90 ms of CPU per run, measured as runs per
+    minute falling by a fifth in a service that paused between bursts. Its delays are cut to 50 ms
+    here, so the pause takes a second; ``--no-memory-reducer`` is what keeps the driver idle."""
+    import scenariokit.runner.driver_zygote as driver_zygote
+
+    soon = ("--memory-reducer-delay-ms=50", "--gc-memory-reducer-start-delay-ms=50")
+    flags = (*driver_zygote.ZYGOTE_NODE_FLAGS, *soon)
+    monkeypatch.setattr(driver_zygote, "ZYGOTE_NODE_FLAGS", flags)
+    folder = tmp_path / "zygote"
+    folder.mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    # warmed up as a pool's is: its full collection after the warm-up is what starts the reducer
+    warm_up = warm_up_options({"executable_path": discover_browser().executable}, scratch)
+    zygote = await DriverZygote.start(folder, env, sandboxed=False, fallback="/bin/false", warm_up=warm_up)
+    assert zygote is not None
+    try:
+        await asyncio.sleep(1.0)  # idle: the reducer's collection comes due
+        launcher = await asyncio.to_thread(
+            subprocess.Popen,
+            [str(folder / ZYGOTE_LAUNCHER_NAME), "cli.js", "run-driver"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        )  # fmt: skip
+        assert launcher.stdin is not None
+        try:
+            inode = os.fstat(launcher.stdin.fileno()).st_ino
+            driver = None
+            for _ in range(100):
+                driver = _forked_driver(zygote.pid, inode)
+                if driver is not None:
+                    break
+                await asyncio.sleep(0.05)
+            assert driver is not None, "no driver was forked"
+            await asyncio.sleep(1.0)  # its loop runs what it inherited that was due
+            assert _cpu_ms(driver) < 40, _cpu_ms(driver)
+        finally:
+            launcher.stdin.close()
+            await asyncio.to_thread(launcher.wait, 30)
     finally:
         zygote.close()
 

@@ -44,11 +44,14 @@ SANDBOX_DRIVER_ZYGOTE = "/tmp/scenariokit-driver-zygote"
 #: it again in each run. Its old space starts large: a forked driver then ends its run before its
 #: first full collection, which would mark the whole inherited heap (measured: 95 ms per run over
 #: 40 runs, against 110 ms rising to 220 ms once the zygote's own garbage brought its children near
-#: the default limit).
+#: the default limit). No memory reducer: the full collection it schedules once a heap has been idle
+#: (8 to 30 s) never runs in the zygote, whose loop blocks, and would run first in every driver forked
+#: after such a pause (measured: 440 rising to 520-570 ms of machine CPU per run).
 ZYGOTE_NODE_FLAGS = (
     "--single-threaded",
     "--v8-pool-size=1",
     "--initial-old-space-size=256",
+    "--no-memory-reducer",
     "--no-lazy",
     "--no-flush-bytecode",
     "--always-sparkplug",
