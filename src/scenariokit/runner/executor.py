@@ -315,7 +315,7 @@ class WorkerPool:
             as_worker = NodeCache(compile_cache=compile_cache, snapshot=snapshot, zygote=folder)
             env = {**self._workers_driver_environment(kind, folder, as_worker), **driver_variables()}
             fallback = f"{SANDBOX_DRIVER_SNAPSHOT if sandboxed else snapshot}/{LAUNCHER_NAME}"
-            warm = None if browser.ws_endpoint else warm_up_options(browser.launch_options(), scratch)
+            warm = _warm_up(browser, scratch)
             try:
                 zygote = await DriverZygote.start(
                     folder, env, sandboxed=sandboxed, fallback=fallback, warm_up=warm
@@ -388,10 +388,9 @@ class WorkerPool:
                 await asyncio.to_thread((scratch / sub).mkdir)
             as_worker = NodeCache(compile_cache=compile_cache, snapshot=folder)
             env = self._workers_driver_environment(kind, scratch, as_worker)
-            warm = None
-            if not browser.ws_endpoint:
+            warm = _warm_up(browser, scratch / "warm-up")
+            if warm is not None:
                 await asyncio.to_thread((scratch / "warm-up").mkdir)
-                warm = warm_up_options(browser.launch_options(), scratch / "warm-up")
             command = await asyncio.to_thread(snapshot_builder, folder, env, warm)
             if command is None:
                 raise RuntimeError("this Playwright ships no Node.js of its own")
@@ -788,6 +787,12 @@ class WorkerPool:
     def held_sessions(self) -> list[uuid.UUID]:
         """Run ids whose saved session is held open."""
         return list(self._session_owner)
+
+
+def _warm_up(browser: BrowserConfig, scratch: Path) -> dict[str, object] | None:
+    """What a Node preparing the workers' drivers (snapshot build, driver zygote) warms up with: the
+    workers' browser, its profile in ``scratch``; None for a remote browser, which it never launches."""
+    return None if browser.ws_endpoint else warm_up_options(browser.launch_options(), scratch)
 
 
 def _stop_driver_zygote(zygote: DriverZygote) -> None:
