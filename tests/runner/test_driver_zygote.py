@@ -25,6 +25,8 @@ from scenariokit.runner.driver_zygote import (
     SOCKET_NAME,
     ZYGOTE_LAUNCHER_NAME,
     DriverZygote,
+    forked_driver,
+    zygote_socket,
     zygote_supported,
 )
 from scenariokit.runner.executor import WorkerPool
@@ -113,6 +115,94 @@ async def test_a_requester_whose_variable_read_while_loading_differs_gets_the_or
             assert (started.returncode, started.stdout) == (0, expected), (version, started.stderr)
     finally:
         zygote.close()
+
+
+async def _zygote_for_tests(tmp_path: Path, env: dict[str, str], **warm: object) -> DriverZygote:
+    folder = tmp_path / "zygote"
+    folder.mkdir()
+    zygote = await DriverZygote.start(folder, env, sandboxed=False, fallback="/bin/false", **warm)  # type: ignore[arg-type]
+    assert zygote is not None
+    return zygote
+
+
+def _command(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_worker_asks_the_zygote_itself_with_its_environment_and_the_driver_is_the_zygotes_child(
+    tmp_path: Path,
+) -> None:
+    """No launcher: the request carries the environment, which a forked worker's /proc does not show.
+    The driver is forked by the zygote itself (no go-between), and reaped by it once it ends."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "PW_CLI_DISPLAY_VERSION": "1",
+    }
+    zygote = await _zygote_for_tests(tmp_path, env)
+    socket_path = zygote_socket(str(zygote.folder / ZYGOTE_LAUNCHER_NAME))
+    assert socket_path == str(zygote.folder / SOCKET_NAME)
+    try:
+        # a variable the driver read while loading differs: refused, so the caller starts its own
+        assert await forked_driver(socket_path, {**env, "PW_CLI_DISPLAY_VERSION": "2"}, 2) is None
+        driver = await forked_driver(socket_path, env, 2)
+        assert driver is not None
+        (forked,) = _children(zygote.pid)  # not a go-between's child: the zygote's own
+        assert b"driver_zygote.js" in _command(forked)
+        assert os.readlink(f"/proc/{forked}/cwd") == os.getcwd()  # the requester's, read from the kernel
+        assert await asyncio.wait_for(driver.communicate(), 30) == (None, None)  # ends with its input
+        for _ in range(100):  # reaped by the zygote, not left a zombie
+            if not _children(zygote.pid):
+                break
+            await asyncio.sleep(0.05)
+        assert _children(zygote.pid) == []
+    finally:
+        zygote.close()
+
+
+@pytest.mark.browser
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_forked_driver_keeps_v8s_areas_out_of_the_browsers_it_starts(tmp_path: Path) -> None:
+    """V8 maps its heap and code MADV_DONTFORK, and the zygote makes them inheritable for its forks; a
+    driver marks them so again, so the fork that starts its browser does not copy their page tables
+    (without it: about 80 MB more for each browser start, and its exec frees them again)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    warm_up = warm_up_options({"executable_path": discover_browser().executable}, scratch)
+    zygote = await _zygote_for_tests(tmp_path, env, warm_up=warm_up)
+    try:
+        socket_path = zygote_socket(str(zygote.folder / ZYGOTE_LAUNCHER_NAME))
+        assert socket_path is not None
+        driver = await forked_driver(socket_path, env, 2)
+        assert driver is not None
+        (forked,) = _children(zygote.pid)
+        kept = 0
+        for _ in range(100):
+            kept = _kept_from_children_kib(forked)
+            if kept > 20 * 1024:
+                break
+            await asyncio.sleep(0.05)
+        assert kept > 20 * 1024, kept
+        await asyncio.wait_for(driver.communicate(), 30)
+    finally:
+        zygote.close()
+
+
+def _kept_from_children_kib(pid: int) -> int:
+    """Resident KiB of ``pid``'s areas that a fork leaves out (``dc`` in smaps)."""
+    kept, rss = 0, 0
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        if line.startswith("Rss:"):
+            rss = int(line.split()[1])
+        elif line.startswith("VmFlags:") and "dc" in line.split()[1:]:
+            kept += rss
+    return kept
 
 
 def _anonymous_kib(pid: int) -> int:
@@ -234,6 +324,14 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
     except OSError:
         continue
 print('forked', forked)
+# the worker asked the zygote itself: no launcher process started for its Playwright
+launchers = 0
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+        launchers += b'node-from-zygote' in open(f'/proc/{pid}/cmdline', 'rb').read()
+    except OSError:
+        continue
+print('launchers', launchers)
 """
     + HTTP_FROM_THE_DRIVER
 )
@@ -260,6 +358,7 @@ async def test_workers_get_drivers_forked_from_the_pools_zygote_and_they_speak_h
             assert printed(events, "request ") == ["200 True"]
             assert printed(events, "route ") == ["fetched 200"]
             if printed(events, "forked ") == ["True"]:
+                assert printed(events, "launchers ") == ["0"]
                 return
     raise AssertionError("no worker's driver was forked from the zygote")
 
@@ -349,6 +448,7 @@ async def test_the_pools_of_one_process_share_its_zygote_which_outlives_each_poo
             outcome, events = await run_collecting(second, make_job(FORKED_AND_HTTP, step_timeout=30.0))
             assert outcome.status == "pass", outcome.error
             if printed(events, "forked ") == ["True"]:
+                assert printed(events, "launchers ") == ["0"]
                 return
     raise AssertionError("no worker's driver was forked from the zygote the first pool started")
 

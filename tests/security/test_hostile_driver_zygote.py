@@ -1,11 +1,12 @@
 """Step code asking the pool's driver zygote (``SCENARIOKIT_DRIVER_ZYGOTE``) for drivers it must not get.
 
-The zygote's socket is reachable from every run (its launcher is the worker's Playwright Node). A
-request says nothing but ``run-driver``; the zygote places the driver from the kernel's facts about
-the process that connected. So a step that names another sandbox, a pid or another command gets no
-driver at all, and one that asks properly gets a driver exactly where it is itself: its own PID and
-mount namespaces, its own user, no capability, no_new_privs. A step that made a user namespace of
-its own (and a mount namespace in it) is refused: the zygote's go-between is root, and only enters
+The zygote's socket is reachable from every run (the worker asks it, and so does the launcher that is
+the worker's Playwright Node). A request says ``run-driver`` and, from a worker, its environment; the
+zygote places the driver from the kernel's facts about the process that connected. So a step that
+names another sandbox, a pid or another command gets no driver at all, and one that asks properly
+gets a driver exactly where it is itself: its own PID and mount namespaces, its own user, no
+capability, no_new_privs. A step that made a user namespace of its own (and a mount namespace in it)
+is refused: the zygote, and the driver until it drops to the step's user, are root, and only enter
 namespaces made by a process privileged on the host.
 """
 
@@ -78,6 +79,10 @@ other = [pid for pid in os.listdir('/proc') if pid.isdigit()][0]
 refused = {}
 for name, payload in {
     'another sandbox': json.dumps({'argv': ['run-driver'], 'sandbox': int(other), 'pid': 1}).encode(),
+    'another sandbox, with an environment': json.dumps(
+        {'argv': ['run-driver'], 'env': ['A=b'], 'sandbox': int(other)}).encode(),
+    'an environment that is not one': json.dumps({'argv': ['run-driver'], 'env': 'A=b'}).encode(),
+    'a variable without a name': json.dumps({'argv': ['run-driver'], 'env': ['=b']}).encode(),
     'extra argument': json.dumps(['run-driver', '--pid', '1']).encode(),
     'another command': json.dumps(['install', 'chromium']).encode(),
     'nothing': b'x',

@@ -8,11 +8,12 @@
 // zygote says `ready`. See driver_zygote.py for the launcher that asks it for a driver.
 //
 // A request is a connection on SOCKET carrying the requester's standard input, output and error
-// (SCM_RIGHTS) and the driver's arguments, which must be `run-driver`. Nothing else in it is read:
-// where the driver goes is taken from the kernel's facts about the requester (SO_PEERPIDFD,
-// SO_PEERCRED and /proc/<pid>): its mount, PID and IPC namespaces, its control groups, its user and
-// group, its resource limits, its working directory and its environment. A driver so made is where
-// a driver the requester started itself would be, and nothing a request says can put it elsewhere.
+// (SCM_RIGHTS), the driver's arguments, which must be `run-driver`, and, from a worker that asks
+// itself, its environment (see requestedEnvironment). Nothing else in it is read: where the driver
+// goes is taken from the kernel's facts about the requester (SO_PEERPIDFD, SO_PEERCRED and
+// /proc/<pid>): its mount, PID and IPC namespaces, its control groups, its user and group, its
+// resource limits and its working directory. A driver so made is where a driver the requester
+// started itself would be, and nothing a request says can put it elsewhere.
 // The zygote answers `started` once the driver is confined; a requester that sees the connection
 // close without it starts its driver the ordinary way.
 
@@ -31,6 +32,7 @@ const { functions: c } = ffi.dlopen(null, {
   accept4: { arguments: ['int32', 'pointer', 'pointer', 'int32'], return: 'int32' },
   poll: { arguments: ['buffer', 'uint64', 'int32'], return: 'int32' },
   recvmsg: { arguments: ['int32', 'buffer', 'int32'], return: 'int64' },
+  recv: { arguments: ['int32', 'pointer', 'uint64', 'int32'], return: 'int64' },
   send: { arguments: ['int32', 'buffer', 'uint64', 'int32'], return: 'int64' },
   getsockopt: { arguments: ['int32', 'int32', 'int32', 'buffer', 'buffer'], return: 'int32' },
   setsockopt: { arguments: ['int32', 'int32', 'int32', 'buffer', 'uint32'], return: 'int32' },
@@ -52,6 +54,7 @@ const { functions: c } = ffi.dlopen(null, {
   usleep: { arguments: ['uint32'], return: 'int32' },
   capset: { arguments: ['buffer', 'buffer'], return: 'int32' },
   madvise: { arguments: ['uint64', 'uint64', 'int32'], return: 'int32' },
+  malloc_trim: { arguments: ['uint64'], return: 'int32' },
   uv_loop_fork: { arguments: ['pointer'], return: 'int32' },
   _exit: { arguments: ['int32'], return: 'void' },
   __errno_location: { arguments: [], return: 'pointer' },
@@ -68,9 +71,9 @@ const SO_PEERCRED = 17, SO_PEERPIDFD = 77, SO_RCVTIMEO = 20, MSG_CMSG_CLOEXEC = 
 const O_RDONLY = 0, O_WRONLY = 1, O_PATH = 0o10000000, O_DIRECTORY = 0o200000, O_CLOEXEC = 0o2000000;
 const CLONE_NEWNS = 0x00020000, CLONE_NEWIPC = 0x08000000, CLONE_NEWPID = 0x20000000;
 const SYS_PIDFD_SEND_SIGNAL = 424n;
-const PR_SET_NO_NEW_PRIVS = 38, PR_SET_DUMPABLE = 4, PR_CAPBSET_DROP = 24, PR_SET_PDEATHSIG = 1, SIGKILL = 9;
+const PR_SET_NO_NEW_PRIVS = 38, PR_SET_DUMPABLE = 4, PR_CAPBSET_DROP = 24;
 const RLIMITS = 16;  // RLIMIT_CPU .. RLIMIT_RTTIME
-const MADV_DOFORK = 11;
+const MADV_DONTFORK = 10, MADV_DOFORK = 11;
 
 // V8 maps its heap MADV_DONTFORK: a child forked as it is finds no heap and crashes. Right before each
 // fork everything up to [vvar] (VM_IO: madvise stops there) and from [vdso]'s end up is made
@@ -85,7 +88,7 @@ function forkWhole() {
   return c.fork();
 }
 
-// A fork copies only the thread that calls it (so the go-between has that one only). Node runs
+// A fork copies only the thread that calls it (so a driver has that one only). Node runs
 // threads of its own beside the main one (the V8 platform's worker, its delayed-task scheduler, the
 // inspector's signal thread; libuv's pool after the warm-up), asleep while the zygote waits for
 // requests. One that runs at the fork (a collection task V8 posted) may hold a lock that its queue's
@@ -152,8 +155,8 @@ if (typeof core.libCli?.decorateProgram !== 'function' || typeof utils.program?.
 
 // The namespaces bubblewrap makes for a sandbox, and those a sandbox shares with the host. A requester
 // must share the latter with the zygote: step code that made a user namespace of its own (and in it
-// mount or PID namespaces) is refused, so the go-between, which is root, only ever enters namespaces
-// that a process privileged on the host made (bubblewrap, started by the pool).
+// mount or PID namespaces) is refused, so the zygote, and a driver while it is still root, only ever
+// enter namespaces that a process privileged on the host made (bubblewrap, started by the pool).
 const SANDBOX_NAMESPACES = ['mnt', 'pid', 'ipc'], SHARED_NAMESPACES = ['user', 'net', 'uts', 'cgroup'];
 const namespaces = (pid, names) => Object.fromEntries(names.map((name) => [name, fs.statSync(`/proc/${pid}/ns/${name}`).ino]));
 const OWN = namespaces('self', [...SANDBOX_NAMESPACES, ...SHARED_NAMESPACES]);
@@ -212,22 +215,57 @@ function listen() {
 }
 const loop = ffi.getCurrentEventLoop();
 
+// The request: its descriptors come with its first bytes; the rest of a long one (a worker's own
+// environment) may come in further reads. It is whole once it parses.
+const MAX_REQUEST = 256 * 1024;
 function receive(connection) {
-  const data = Buffer.alloc(1024), iov = Buffer.alloc(16), control = Buffer.alloc(64), message = Buffer.alloc(56);
+  const data = Buffer.alloc(MAX_REQUEST), iov = Buffer.alloc(16), control = Buffer.alloc(64), message = Buffer.alloc(56);
   iov.writeBigUInt64LE(ffi.getRawPointer(data), 0);
   iov.writeBigUInt64LE(BigInt(data.length), 8);
   message.writeBigUInt64LE(ffi.getRawPointer(iov), 16);
   message.writeBigUInt64LE(1n, 24);
   message.writeBigUInt64LE(ffi.getRawPointer(control), 32);
   message.writeBigUInt64LE(BigInt(control.length), 40);
-  const count = Number(c.recvmsg(connection, message, MSG_CMSG_CLOEXEC));
+  let count = Number(c.recvmsg(connection, message, MSG_CMSG_CLOEXEC));
   const fds = [];
   if (count > 0 && Number(message.readBigUInt64LE(40)) >= 16 && control.readInt32LE(8) === SOL_SOCKET
       && control.readInt32LE(12) === SCM_RIGHTS) {
     const length = Number(control.readBigUInt64LE(0));
     for (let offset = 16; offset + 4 <= length; offset += 4) fds.push(control.readInt32LE(offset));
   }
-  return { text: count > 0 ? data.subarray(0, count).toString() : '', fds };
+  let request = parsed(data, count);
+  while (request === undefined && count > 0 && count < data.length) {
+    const more = Number(c.recv(connection, ffi.getRawPointer(data) + BigInt(count), BigInt(data.length - count), 0));
+    if (more <= 0) break;
+    count += more;
+    request = parsed(data, count);
+  }
+  return { request: request ?? null, fds };
+}
+
+function parsed(data, count) {
+  try {
+    return count > 0 ? JSON.parse(data.subarray(0, count).toString()) : null;
+  } catch {
+    return undefined;  // not whole yet (or never: refused once the reads end)
+  }
+}
+
+// A request is `["run-driver"]` from the launcher, whose environment is its own (read from /proc), or
+// `{"argv": ["run-driver"], "env": ["NAME=value", ...]}` from a worker that asks itself: its
+// environment in /proc is the one its process was started with, not the run's. Either way the
+// environment is the requester's own to choose, as it is for a driver it starts itself; nothing in a
+// request decides where the driver runs, or as whom. Returns the environment given, or null.
+function requestedEnvironment(request) {
+  const whole = Array.isArray(request)
+    || (request !== null && typeof request === 'object' && Object.keys(request).sort().join() === 'argv,env');
+  const argv = Array.isArray(request) ? request : request?.argv;
+  if (!whole || !Array.isArray(argv) || argv.length !== 1 || argv[0] !== 'run-driver') throw new Error('not a request for a driver');
+  if (Array.isArray(request)) return null;
+  if (!Array.isArray(request.env) || !request.env.every((entry) => typeof entry === 'string' && entry.indexOf('=') > 0)) {
+    throw new Error('the environment is not a list of NAME=value');
+  }
+  return request.env;
 }
 
 function option(connection, name, size) {
@@ -238,7 +276,7 @@ function option(connection, name, size) {
 }
 
 // What the kernel says of the requester, read while its pidfd shows it alive (so its pid is still its).
-function requester(connection) {
+function requester(connection, requestedEnviron) {
   const credentials = option(connection, SO_PEERCRED, 12);
   const pid = credentials.readInt32LE(0), uid = credentials.readUInt32LE(4), gid = credentials.readUInt32LE(8);
   const pidfd = check(option(connection, SO_PEERPIDFD, 4).readInt32LE(0), 'pidfd');
@@ -256,7 +294,7 @@ function requester(connection) {
     const cwd = check(c.open(`/proc/${pid}/cwd`, O_PATH | O_DIRECTORY | O_CLOEXEC, 0), 'cwd');
     opened.push(cwd);
     const root = fs.statSync(`/proc/${pid}/root/`);
-    const environ = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
+    const environ = requestedEnviron ?? fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
     const changed = changedVariable(environ);
     if (changed !== null) throw new Error(`${changed} differs from the zygote's, which the driver read while loading`);
     const files = groupFiles(controlGroups(pid));
@@ -309,7 +347,7 @@ function serve() {
     reap();
     waiting.writeInt16LE(0, 6);
     waiting.writeInt16LE(0, 14);
-    if (c.poll(waiting, 2n, -1) < 0) continue;  // EINTR: a go-between ended, reaped above
+    if (c.poll(waiting, 2n, -1) < 0) continue;  // EINTR: a driver ended, reaped above
     if (waiting.readInt16LE(14) !== 0) c._exit(0);
     if ((waiting.readInt16LE(6) & POLLIN) === 0) continue;
     const connection = c.accept4(listener, 0n, 0n, SOCK_CLOEXEC);
@@ -318,13 +356,10 @@ function serve() {
     try {
       check(c.setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, timeout, 16), 'timeout');
       request = receive(connection);
-      const argv = JSON.parse(request.text || 'null');
-      if (request.fds.length !== 3 || !Array.isArray(argv) || argv.length !== 1 || argv[0] !== 'run-driver') {
-        throw new Error('not a request for a driver');
-      }
-      peer = requester(connection);
+      if (request.fds.length !== 3) throw new Error('not a request for a driver');
+      peer = requester(connection, requestedEnvironment(request.request));
       untilOthersAsleep();
-      if (forkWhole() === 0) return goBetween(connection, request.fds, peer);
+      if (forkInto(peer) === 0) return becomeDriver(connection, request.fds, peer);
     } catch (error) {
       fs.writeSync(2, `scenariokit driver zygote: request refused: ${error.message}\n`);
     }
@@ -340,30 +375,40 @@ function serve() {
   }
 }
 
-// In the go-between (still outside the sandbox): join the requester's groups and namespaces, fork the
-// driver there, wait for it. Returns in the driver only.
-function goBetween(connection, fds, peer) {
-  try {
-    c.close(listener);
-    for (const file of peer.files) fs.writeFileSync(file, '0');  // born in the run's groups, as all it starts
-    if (peer.sandboxed) check(c.setns(peer.pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), 'setns');
-    c.close(peer.pidfd);
-    const driver = forkWhole();
-    if (driver === 0) return becomeDriver(connection, fds, peer);
-    check(driver, 'fork');
-    [...fds, connection, peer.cwd].forEach((fd) => c.close(fd));
-    const status = Buffer.alloc(4);
-    while (c.waitpid(driver, status, 0) < 0 && errno() === 4 /* EINTR */);
-    c._exit(0);
-  } catch (error) {
-    try { fs.writeSync(2, `scenariokit driver zygote: ${error.message}\n`); } catch {}
-  }
-  c._exit(1);
-}
+// The zygote's own PID namespace, which its children are born in again after each driver.
+const OWN_PID_NAMESPACE = check(c.open('/proc/self/ns/pid', O_RDONLY | O_CLOEXEC, 0), 'pid namespace');
 
+// Forks the driver, under bubblewrap straight into the requester's PID namespace: setns on a PID
+// namespace moves none of the zygote's own processes, only where its next child is born, and the
+// zygote moves that back right after the fork. (A go-between did this before, forked and then
+// forking the driver: each fork of the zygote's image copies the page tables of its 120 MB, and each
+// exit frees them again.) The driver is the zygote's child, reaped by it as soon as it ends: a
+// sandbox's first process waits, as it ends, until every process of its namespace has been reaped.
+// Returns 0 in the driver, the driver's pid in the zygote.
+function forkInto(peer) {
+  if (!peer.sandboxed) return check(forkWhole(), 'fork');
+  check(c.setns(peer.pidfd, CLONE_NEWPID), 'setns');
+  const driver = forkWhole();
+  if (driver === 0) return 0;
+  if (c.setns(OWN_PID_NAMESPACE, CLONE_NEWPID) !== 0) {
+    // no later request may get a driver in this one's sandbox
+    fs.writeSync(2, `scenariokit driver zygote: cannot return to its own PID namespace: errno ${errno()}\n`);
+    c._exit(1);
+  }
+  return check(driver, 'fork');
+}
+// Its SIGCHLD handler, which does nothing, is what makes its wait for requests end when a driver does.
+process.on('SIGCHLD', () => {});
+
+// In the forked driver (still outside the sandbox but for its PID namespace): join the requester's
+// groups and namespaces, take its directory, limits, user and environment. Returns the connection.
 function becomeDriver(connection, fds, peer) {
   try {
-    check(c.prctl(PR_SET_PDEATHSIG, SIGKILL, 0n, 0n, 0n), 'pdeathsig');  // the go-between is the pool's handle on it
+    [listener, OWN_PID_NAMESPACE].forEach((fd) => c.close(fd));
+    for (const file of peer.files) fs.writeFileSync(file, '0');  // in the run's groups, as all it starts
+    if (peer.sandboxed) check(c.setns(peer.pidfd, CLONE_NEWNS | CLONE_NEWIPC), 'setns');
+    c.close(peer.pidfd);
+    keepHeapFromChildren();
     if (peer.sandboxed) {
       for (const [name, inode] of Object.entries(peer.ns)) {
         if (fs.statSync(`/proc/self/ns/${name}`).ino !== inode) throw new Error(`the driver is not in the requester's ${name} namespace`);
@@ -423,11 +468,52 @@ async function warmUp() {
     fs.writeSync(2, `scenariokit driver zygote: the warm-up failed: ${error?.stack ?? error}\n`);
     process.exit(WARM_UP_FAILED);
   }
+}
+
+// What every driver inherits is settled before the first fork, so that no driver redoes it, and the
+// image each fork copies is no larger than it must be: the garbage of loading and warming up is
+// collected; the sweeping that collection leaves to be done lazily, on allocation, is finished (V8
+// finishes it to make the heap iterable for the code statistics), else every driver sweeps the same
+// pages; and the memory malloc holds free (the compiler's zones, the warm-up's buffers: a third of
+// its heap) goes back to the kernel, else every fork copies its page tables and every exit frees them.
+function settle() {
   collectGarbage();
+  require('v8').getHeapCodeStatistics();
+  c.malloc_trim(0n);
+  heapAreas = dontForkAreas();
+}
+
+// V8's own areas (its heap and its code), which V8 maps MADV_DONTFORK and the zygote's forks copy
+// all the same (forkWhole). A driver marks them so again: the browser it starts is forked from it
+// and runs exec at once, and a fork that leaves out V8's 80 MB copies a third of the page tables
+// (and an exec frees a third). They are taken from smaps before the first fork (which marks every
+// area inheritable) as the ranges of whole areas; a driver marks only those of its areas that are
+// still exactly such a range, so nothing mapped there since (by malloc, say) is ever left out.
+let heapAreas = [];
+function dontForkAreas() {
+  const areas = [];
+  let range = null;
+  for (const line of fs.readFileSync('/proc/self/smaps', 'latin1').split('\n')) {
+    const area = /^([0-9a-f]+)-([0-9a-f]+) /.exec(line);
+    if (area) range = `${area[1]}-${area[2]}`;
+    else if (line.startsWith('VmFlags:') && line.split(' ').includes('dc') && range !== null) areas.push(range);
+  }
+  return areas;
+}
+
+function keepHeapFromChildren() {
+  const recorded = new Set(heapAreas);
+  for (const line of fs.readFileSync('/proc/self/maps', 'latin1').split('\n')) {
+    const range = line.slice(0, line.indexOf(' '));
+    if (!recorded.has(range)) continue;
+    const [start, end] = range.split('-').map((bound) => BigInt(`0x${bound}`));
+    c.madvise(start, end - start, MADV_DONTFORK);
+  }
 }
 
 async function main() {
   if (WARM_UP !== null) await warmUp();
+  settle();
   listen();
   fs.writeSync(1, 'ready\n');
   const connection = serve();

@@ -9,25 +9,32 @@ gets a driver process of its own (docs/CONTRACT §11: no driver is shared betwee
 fork instead of a start.
 
 The worker's ``PLAYWRIGHT_NODEJS_PATH`` is then :func:`launcher_script`: a Python client that hands its
-standard input, output and error to the zygote and waits for the driver to end. The zygote takes
-everything else from the kernel's facts about that client (its namespaces, control groups, user,
-limits, working directory, environment), never from the request, so a driver lands exactly where one
-the client started would be. When the zygote refuses or is gone, the client starts the driver the
-ordinary way (the snapshot launcher), with the standard streams it still holds.
+standard input, output and error to the zygote and waits for the driver to end. A worker's own
+Playwright does not start it: :func:`use_forked_drivers` has the worker ask the zygote itself, with
+the same request and its environment (:func:`forked_driver`), and the launcher serves the rest (a
+plugin's own Playwright, the authoring host, a refusal). The zygote takes everything else from the
+kernel's facts about the requester (its namespaces, control groups, user, limits, working
+directory), never from the request, so a driver lands exactly where one the requester started
+would be. When the zygote refuses or is gone, the driver is started the ordinary way (the snapshot
+launcher).
 """
 
 from __future__ import annotations
 
+import array
 import asyncio
 import contextlib
 import json
 import logging
+import os
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from scenariokit.runner.driver_snapshot import WARM_UP_FAILED, bundled_driver
+from scenariokit.runner.driver_snapshot import NODE_PATH_ENV, WARM_UP_FAILED, bundled_driver
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +148,126 @@ while zygote.recv(64):  # the driver's end of the connection closes when it exit
 """
 
 
+def zygote_socket(node_path: str | None) -> str | None:
+    """The socket of the zygote whose launcher ``node_path`` (a ``PLAYWRIGHT_NODEJS_PATH``) is, if any."""
+    if not node_path:
+        return None
+    launcher = Path(node_path)
+    return str(launcher.with_name(SOCKET_NAME)) if launcher.name == ZYGOTE_LAUNCHER_NAME else None
+
+
+class ForkedDriver:
+    """A driver the zygote forked for this process, as Playwright's pipe transport uses a driver's process.
+
+    Its standard input and output are pipes of this process; it holds its end of the connection to
+    the zygote until it exits, which is how its end is seen (it is not this process's child).
+    """
+
+    def __init__(
+        self, stdin: asyncio.StreamWriter, stdout: asyncio.StreamReader, connection: socket.socket
+    ) -> None:
+        self.stdin = stdin
+        self.stdout = stdout
+        self._connection = connection
+
+    async def communicate(self) -> tuple[None, None]:
+        """Close its input, read what is left of its output and wait until it has exited."""
+        self.stdin.close()
+        loop = asyncio.get_running_loop()
+
+        async def drained() -> None:
+            while await self.stdout.read(65536):
+                pass
+
+        async def ended() -> None:
+            while await loop.sock_recv(self._connection, 64):
+                pass
+
+        try:
+            await asyncio.gather(drained(), ended())
+        finally:
+            self._connection.close()
+        return None, None
+
+
+async def forked_driver(socket_path: str, env: Mapping[str, str], stderr: int) -> ForkedDriver | None:
+    """A driver forked for this process by the zygote at ``socket_path``, with ``env``; None if it says no.
+
+    The request is the launcher's, with the environment in it: a forked worker's environment in
+    ``/proc`` is the one its zygote was started with, not the run's. Saves the launcher's start
+    (its interpreter, a fork and an exec) in every run.
+    """
+    loop = asyncio.get_running_loop()
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.setblocking(False)
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    request = json.dumps({"argv": ["run-driver"], "env": [f"{name}={value}" for name, value in env.items()]})
+    answer = b""
+    try:
+        try:
+            async with asyncio.timeout(ANSWER_SECONDS):
+                await loop.sock_connect(connection, socket_path)
+                fds = array.array("i", (stdin_read, stdout_write, stderr))
+                data = request.encode()
+                sent = connection.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+                await loop.sock_sendall(connection, data[sent:])
+                while len(answer) < 8 and (chunk := await loop.sock_recv(connection, 8 - len(answer))):
+                    answer += chunk
+        finally:  # the driver has its own copies of them, or there is no driver
+            os.close(stdin_read)
+            os.close(stdout_write)
+    except (OSError, TimeoutError):
+        answer = b""
+    if answer != b"started\n":
+        connection.close()
+        os.close(stdin_write)
+        os.close(stdout_read)
+        return None
+    reader = asyncio.StreamReader(limit=32768, loop=loop)
+    output = os.fdopen(stdout_read, "rb", 0)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), output)
+    pipe = os.fdopen(stdin_write, "wb", 0)
+    transport, protocol = await loop.connect_write_pipe(lambda: asyncio.streams.FlowControlMixin(loop), pipe)
+    return ForkedDriver(asyncio.StreamWriter(transport, protocol, None, loop), reader, connection)
+
+
+def use_forked_drivers() -> bool:
+    """Have this process's Playwright ask the driver zygote for its driver itself, not through the launcher.
+
+    Only when ``PLAYWRIGHT_NODEJS_PATH`` names a zygote's launcher, and only for a Playwright whose
+    client builds its pipe transport as the one this was written for (``out_of_process``); any other
+    starts the launcher as before. A driver the zygote refuses is started through the launcher too
+    (which asks once more, then starts it the ordinary way). Returns whether it is in place.
+    """
+    found = zygote_socket(os.environ.get(NODE_PATH_ENV))
+    if found is None:
+        return False
+    socket_path: str = found
+    try:
+        from playwright._impl import out_of_process, transport
+        from playwright._impl._driver import get_driver_env
+    except ImportError:
+        return False
+    pipe_transport: Any = transport.PipeTransport
+    if getattr(out_of_process, "PipeTransport", None) is not pipe_transport:
+        return False
+    stderr = getattr(transport, "_get_stderr_fileno", lambda: None)()
+
+    class ZygoteTransport(pipe_transport):
+        async def connect(self) -> None:
+            driver = await forked_driver(socket_path, get_driver_env(), 2 if stderr is None else stderr)
+            if driver is None:
+                await super().connect()
+                return
+            self._stopped_future = asyncio.get_running_loop().create_future()
+            self._proc = driver
+            self._output = driver.stdin
+
+    out_of_process.PipeTransport = ZygoteTransport  # type: ignore[misc]
+    return True
+
+
 class DriverZygote:
     """A running driver zygote: the folder workers find it in, and its process.
 
@@ -239,4 +366,3 @@ class DriverZygote:
         for stream in (self._process.stdin, self._process.stdout):
             if stream is not None:
                 stream.close()
-

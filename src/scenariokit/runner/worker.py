@@ -31,6 +31,7 @@ from scenariokit.domain.job import RunEvent, RunJob, SessionReleased
 from scenariokit.domain.model import RunError, RunErrorKind, utcnow
 from scenariokit.runner.authoring import AuthoringLive
 from scenariokit.runner.browser import BrowserConfig
+from scenariokit.runner.driver_zygote import use_forked_drivers
 from scenariokit.runner.execution import (
     BROWSER_CALL_TIMEOUT_SECONDS,
     HeldSession,
@@ -128,6 +129,7 @@ class Worker:
         threading.Thread(
             target=self._receive, args=(loop, self._inbox), name="pool-pipe", daemon=True
         ).start()
+        use_forked_drivers()
         self._playwright = await async_playwright().start()
         try:
             self._hooks = PluginHooks.load()
