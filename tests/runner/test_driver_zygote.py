@@ -8,9 +8,12 @@ the zygote refuses still gets a driver, started the ordinary way by the launcher
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -161,6 +164,42 @@ async def test_a_worker_asks_the_zygote_itself_with_its_environment_and_the_driv
                 break
             await asyncio.sleep(0.05)
         assert _children(zygote.pid) == []
+    finally:
+        zygote.close()
+
+
+def _trickle(socket_path: str, seconds: float) -> None:
+    """Connect, send the start of a request with its descriptors, then a byte every 0.1 s."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as zygote:
+        zygote.connect(socket_path)
+        read, write = os.pipe()
+        socket.send_fds(zygote, [b'{"argv": ["run-driver"], "env": ["A=b"'], [read, write, 2])
+        os.close(read)
+        os.close(write)
+        began = time.monotonic()
+        with contextlib.suppress(OSError):  # the zygote gave up on it
+            while time.monotonic() - began < seconds:
+                zygote.send(b" ")
+                time.sleep(0.1)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_request_that_trickles_in_holds_the_zygote_half_a_second_at_most(tmp_path: Path) -> None:
+    """A request may take more than one read (a worker's environment), but not more than half a second:
+    step code can reach the socket, and every other run's request waits behind the one being read."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    zygote = await _zygote_for_tests(tmp_path, env)
+    try:
+        socket_path = str(zygote.folder / SOCKET_NAME)
+        trickling = asyncio.ensure_future(asyncio.to_thread(_trickle, socket_path, 3.0))
+        await asyncio.sleep(0.2)  # the zygote is reading it
+        began = time.monotonic()
+        driver = await forked_driver(socket_path, env, 2)
+        waited = time.monotonic() - began
+        assert driver is not None
+        assert waited < 1.5, waited
+        await asyncio.wait_for(driver.communicate(), 30)
+        await trickling
     finally:
         zygote.close()
 

@@ -222,9 +222,11 @@ function listen() {
 const loop = ffi.getCurrentEventLoop();
 
 // The request: its descriptors come with its first bytes; the rest of a long one (a worker's own
-// environment) may come in further reads. It is whole once it parses.
-const MAX_REQUEST = 256 * 1024;
+// environment) may come in further reads. It is whole once it parses, and it must be whole within
+// REQUEST_MS of the first read's start, however its bytes trickle in.
+const MAX_REQUEST = 256 * 1024, REQUEST_MS = 500;
 function receive(connection) {
+  const deadline = Date.now() + REQUEST_MS;  // the connection's timeout is REQUEST_MS for the first read
   const data = Buffer.alloc(MAX_REQUEST), iov = Buffer.alloc(16), control = Buffer.alloc(64), message = Buffer.alloc(56);
   iov.writeBigUInt64LE(ffi.getRawPointer(data), 0);
   iov.writeBigUInt64LE(BigInt(data.length), 8);
@@ -241,12 +243,22 @@ function receive(connection) {
   }
   let request = parsed(data, count);
   while (request === undefined && count > 0 && count < data.length) {
+    const left = deadline - Date.now();
+    if (left <= 0) break;
+    receiveTimeout(connection, left);
     const more = Number(c.recv(connection, ffi.getRawPointer(data) + BigInt(count), BigInt(data.length - count), 0));
     if (more <= 0) break;
     count += more;
     request = parsed(data, count);
   }
   return { request: request ?? null, fds };
+}
+
+function receiveTimeout(connection, milliseconds) {
+  const timeout = Buffer.alloc(16);  // struct timeval
+  timeout.writeBigInt64LE(BigInt(Math.floor(milliseconds / 1000)), 0);
+  timeout.writeBigInt64LE(BigInt((milliseconds % 1000) * 1000), 8);
+  check(c.setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, timeout, 16), 'timeout');
 }
 
 function parsed(data, count) {
@@ -338,10 +350,6 @@ function reap() {
 
 // The zygote's loop: never returns in the zygote; returns the driver's arguments in a driver.
 function serve() {
-  const timeout = Buffer.alloc(16);
-  // A launcher sends its request as soon as it is connected: one that connects and sends nothing holds
-  // the zygote (and every other run's request behind it) half a second at most.
-  timeout.writeBigInt64LE(500000n, 8);
   // Standard input is a pipe whose other end only the service holds, and never writes to: it closes
   // when the service's process is gone, however it went, and then so does the zygote.
   const waiting = Buffer.alloc(16);  // struct pollfd[2]: the listener, standard input
@@ -360,7 +368,9 @@ function serve() {
     if (connection < 0) continue;
     let request = { fds: [] }, peer = null;
     try {
-      check(c.setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, timeout, 16), 'timeout');
+      // A requester sends its request as soon as it is connected: one that connects and sends nothing,
+      // or not all of it, holds the zygote (and every other run's request behind it) half a second at most.
+      receiveTimeout(connection, REQUEST_MS);
       request = receive(connection);
       if (request.fds.length !== 3) throw new Error('not a request for a driver');
       peer = requester(connection, requestedEnvironment(request.request));
