@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -120,10 +120,12 @@ async def test_a_requester_whose_variable_read_while_loading_differs_gets_the_or
         zygote.close()
 
 
-async def _zygote_for_tests(tmp_path: Path, env: dict[str, str], **warm: object) -> DriverZygote:
+async def _zygote_for_tests(
+    tmp_path: Path, env: dict[str, str], warm_up: Mapping[str, object] | None = None
+) -> DriverZygote:
     folder = tmp_path / "zygote"
     folder.mkdir()
-    zygote = await DriverZygote.start(folder, env, sandboxed=False, fallback="/bin/false", **warm)  # type: ignore[arg-type]
+    zygote = await DriverZygote.start(folder, env, sandboxed=False, fallback="/bin/false", warm_up=warm_up)
     assert zygote is not None
     return zygote
 

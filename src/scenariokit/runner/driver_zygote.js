@@ -222,11 +222,13 @@ function listen() {
 const loop = ffi.getCurrentEventLoop();
 
 // The request: its descriptors come with its first bytes; the rest of a long one (a worker's own
-// environment) may come in further reads. It is whole once it parses, and it must be whole within
-// REQUEST_MS of the first read's start, however its bytes trickle in.
+// environment) may come in further reads. It is whole once it parses. A requester sends it as soon
+// as it is connected: one that sends nothing, or not all of it however its bytes trickle in, holds
+// the zygote (and every other run's request behind it) REQUEST_MS at most.
 const MAX_REQUEST = 256 * 1024, REQUEST_MS = 500;
 function receive(connection) {
-  const deadline = Date.now() + REQUEST_MS;  // the connection's timeout is REQUEST_MS for the first read
+  const deadline = Date.now() + REQUEST_MS;
+  receiveTimeout(connection, REQUEST_MS);
   const data = Buffer.alloc(MAX_REQUEST), iov = Buffer.alloc(16), control = Buffer.alloc(64), message = Buffer.alloc(56);
   iov.writeBigUInt64LE(ffi.getRawPointer(data), 0);
   iov.writeBigUInt64LE(BigInt(data.length), 8);
@@ -368,9 +370,6 @@ function serve() {
     if (connection < 0) continue;
     let request = { fds: [] }, peer = null;
     try {
-      // A requester sends its request as soon as it is connected: one that connects and sends nothing,
-      // or not all of it, holds the zygote (and every other run's request behind it) half a second at most.
-      receiveTimeout(connection, REQUEST_MS);
       request = receive(connection);
       if (request.fds.length !== 3) throw new Error('not a request for a driver');
       peer = requester(connection, requestedEnvironment(request.request));
@@ -505,23 +504,22 @@ function settle() {
 // (and an exec frees a third). They are taken from smaps before the first fork (which marks every
 // area inheritable) as the ranges of whole areas; a driver marks only those of its areas that are
 // still exactly such a range, so nothing mapped there since (by malloc, say) is ever left out.
-let heapAreas = [];
+let heapAreas = new Set();
 function dontForkAreas() {
-  const areas = [];
+  const areas = new Set();
   let range = null;
   for (const line of fs.readFileSync('/proc/self/smaps', 'latin1').split('\n')) {
     const area = /^([0-9a-f]+)-([0-9a-f]+) /.exec(line);
     if (area) range = `${area[1]}-${area[2]}`;
-    else if (line.startsWith('VmFlags:') && line.split(' ').includes('dc') && range !== null) areas.push(range);
+    else if (line.startsWith('VmFlags:') && line.split(' ').includes('dc') && range !== null) areas.add(range);
   }
   return areas;
 }
 
 function keepHeapFromChildren() {
-  const recorded = new Set(heapAreas);
   for (const line of fs.readFileSync('/proc/self/maps', 'latin1').split('\n')) {
     const range = line.slice(0, line.indexOf(' '));
-    if (!recorded.has(range)) continue;
+    if (!heapAreas.has(range)) continue;
     const [start, end] = range.split('-').map((bound) => BigInt(`0x${bound}`));
     c.madvise(start, end - start, MADV_DONTFORK);
   }

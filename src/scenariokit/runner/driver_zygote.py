@@ -252,10 +252,11 @@ def use_forked_drivers() -> bool:
     pipe_transport: Any = transport.PipeTransport
     if getattr(out_of_process, "PipeTransport", None) is not pipe_transport:
         return False
-    stderr = getattr(transport, "_get_stderr_fileno", lambda: None)()
+    stderr_fileno = getattr(transport, "_get_stderr_fileno", lambda: None)
 
     class ZygoteTransport(pipe_transport):
         async def connect(self) -> None:
+            stderr = stderr_fileno()  # as Playwright's own transport finds it, when it connects
             driver = await forked_driver(socket_path, get_driver_env(), 2 if stderr is None else stderr)
             if driver is None:
                 await super().connect()
