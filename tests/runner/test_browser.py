@@ -168,6 +168,65 @@ def test_the_build_in_use_is_named_with_its_version(
     assert browser_build(no_playwright_browser) == f"chromium-headless-shell 156.0.8078.79 ({shell})"
 
 
+def launcher_script(path: Path, body: str, shebang: str = "#!/bin/sh -e") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{shebang}\n{body}")
+    path.chmod(0o755)
+    return path
+
+
+def binary(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x7fELF not a real one")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_launcher_script_that_only_runs_the_browser_is_stepped_past(
+    no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    """Debian's /usr/bin/chromium-headless-shell runs the binary without exec: a shell per launch."""
+    real = binary(tmp_path / "lib" / "chromium-headless-shell")
+    launcher_script(tmp_path / "empty-bin" / "chromium-headless-shell", f'\n{real} "$@"\n')
+
+    found = discover_browser(no_playwright_browser)
+
+    assert found.executable == str(real) and found.kind == "chromium-headless-shell"
+    assert browser_build(no_playwright_browser) == f"chromium-headless-shell ({real})"
+
+
+@pytest.mark.parametrize(
+    ("shebang", "body"),
+    [
+        ("#!/bin/sh", 'export CHROME_FLAGS=--lang=de\n{real} "$@"\n'),  # sets something first
+        ("#!/bin/sh", '{real} --lang=de "$@"\n'),  # adds a flag
+        ("#!/bin/sh", '{real}\n'),  # drops the arguments
+        ("#!/bin/sh", '{real} "$@"\n{real} "$@"\n'),  # runs it twice
+        ("#!/bin/sh", '{real} "$@" > /dev/null\n'),  # redirects
+        ("#!/bin/bash", '{real} "$@"\n'),  # another shell: its start-up files may do more
+        ("#!/bin/sh", '{real}.d/../x "$@"\n'),  # a target that is no executable
+    ],
+)
+def test_a_launcher_script_that_does_anything_more_is_launched_as_it_is(
+    no_playwright_browser: dict[str, str], tmp_path: Path, shebang: str, body: str
+) -> None:
+    real = binary(tmp_path / "lib" / "chromium-headless-shell")
+    script = launcher_script(
+        tmp_path / "empty-bin" / "chromium-headless-shell", body.format(real=real), shebang
+    )
+
+    assert discover_browser(no_playwright_browser).executable == str(script)
+
+
+def test_a_launcher_script_whose_target_is_a_script_again_is_launched_as_it_is(
+    no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    inner = executable(tmp_path / "lib" / "chromium-headless-shell")
+    script = launcher_script(tmp_path / "empty-bin" / "chromium-headless-shell", f'exec {inner} "$@"\n')
+
+    assert discover_browser(no_playwright_browser).executable == str(script)
+
+
 @pytest.mark.browser
 def test_the_machines_browser_is_the_headless_shell() -> None:
     """This machine has Debian's chromium-headless-shell (CI installs it): runs use it."""
@@ -175,6 +234,10 @@ def test_the_machines_browser_is_the_headless_shell() -> None:
     assert discover_browser().kind == "chromium-headless-shell"
     build = browser_build()
     assert build is not None and build.startswith("chromium-headless-shell ")
+    executable = discover_browser().executable
+    assert executable is not None
+    with open(executable, "rb") as started:  # Debian's launcher script is stepped past
+        assert started.read(2) != b"#!"
 
 
 def test_launch_flags_add_no_sandbox_for_root_and_keep_extra_args() -> None:

@@ -229,7 +229,7 @@ def discover_browser(env: Mapping[str, str] = os.environ, *, headless: bool = Tr
         for name in names:
             found = shutil.which(name, path=search_path)
             if found:
-                return BrowserConfig(executable=found, headless=headless, kind=kind)
+                return BrowserConfig(executable=past_launcher_script(found), headless=headless, kind=kind)
         tried.append(f"{', '.join(names)} on PATH")
     install = "`apt-get install chromium-headless-shell` (Debian) or `playwright install chromium`"
     if not headless:
@@ -240,6 +240,48 @@ def discover_browser(env: Mapping[str, str] = os.environ, *, headless: bool = Tr
         + f". Install one with {install}, set {BROWSER_PATH_ENV} to a Chromium executable, "
         f"or set {BROWSER_WS_ENV} to a Playwright server."
     )
+
+
+#: a launcher script's one command: an absolute path given the script's own arguments, nothing else
+_LAUNCHER_LINE = re.compile(r'(?:exec\s+)?(/[^\s"\'$`;&|<>()\\]+)\s+"\$@"')
+_SH_SHEBANG = re.compile(r"#!\s*/(?:usr/)?bin/(?:da)?sh(?:\s+-e)?\s*")
+
+
+def past_launcher_script(found: str) -> str:
+    """The executable a found launcher script only runs, else ``found`` itself.
+
+    Debian's ``/usr/bin/chromium-headless-shell`` is ``#!/bin/sh -e`` and one line running
+    ``/usr/lib/chromium/chromium-headless-shell "$@"`` without ``exec``: launched through it, every
+    browser start pays a shell that lives as long as the browser does. A script that is exactly that
+    (a plain ``sh`` shebang, then only comments and that one line, which sets nothing and passes the
+    arguments unchanged) is stepped past; any other script (Debian's ``chromium``, which reads its
+    flags from ``/etc/chromium.d``) is launched as it is.
+    """
+    try:
+        with open(found, "rb") as file:
+            head = file.read(4097)
+    except OSError:
+        return found
+    if len(head) > 4096 or not head.startswith(b"#!"):
+        return found
+    try:
+        shebang, *rest = head.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        return found
+    lines = [line.strip() for line in rest if line.strip() and not line.strip().startswith("#")]
+    match = _LAUNCHER_LINE.fullmatch(lines[0]) if len(lines) == 1 else None
+    if not _SH_SHEBANG.fullmatch(shebang) or match is None:
+        return found
+    target = match.group(1)
+    return target if _is_executable(target) and not _is_script(target) else found
+
+
+def _is_script(path: str) -> bool:
+    try:
+        with open(path, "rb") as file:
+            return file.read(2) == b"#!"
+    except OSError:
+        return True
 
 
 def browser_status(env: Mapping[str, str] = os.environ) -> Literal["ok", "missing"]:
