@@ -53,8 +53,8 @@ async def test_workers_are_forked_from_the_zygote_and_it_ends_with_the_pool(
     try:
         assert pool.zygote is not None and pool.zygote.pid is not None
         zygote = pool.zygote.pid
-        for pid in pool.worker_pids():  # the worker, its go-between, the zygote
-            assert parent(parent(pid)) == zygote
+        for pid in pool.worker_pids():  # the zygote's own child: no go-between
+            assert parent(pid) == zygote
         # what the zygote imported is frozen: a worker's collector never writes into those pages
         frozen = "import gc\nprint('frozen', gc.get_freeze_count() > 1000)"
         # and it loaded the installed plugins (the bundled fake-data plugin's helpers are there)
@@ -120,7 +120,7 @@ async def test_a_dead_zygote_is_started_again_and_workers_start_by_exec_meanwhil
             assert outcome.status == "pass", outcome.error
         assert pool.zygote.pid not in (None, first)
         for pid in pool.worker_pids():
-            assert parent(parent(pid)) == pool.zygote.pid
+            assert parent(pid) == pool.zygote.pid
     finally:
         await pool.close()
 
@@ -175,7 +175,7 @@ async def test_a_plugin_that_fails_to_load_is_reported_by_each_workers_run(
         said = [event.message for event in events if isinstance(event, LogEvent)]
         assert "ran" in said
         assert any("plugins unavailable: RuntimeError: broken on purpose" in line for line in said), said
-        assert all(parent(parent(pid)) == pool.zygote.pid for pid in pool.worker_pids())
+        assert all(parent(pid) == pool.zygote.pid for pid in pool.worker_pids())
     finally:
         await pool.close()
 
@@ -255,7 +255,7 @@ def test_a_malformed_request_is_refused_and_the_zygote_keeps_serving(tmp_path: P
         assert b"EOFError" in os.read(out_read, 65536)
         forked.close()
         os.close(out_read)
-        for _ in range(50):  # its go-between leaves once we stop listening; a second server never would
+        for _ in range(50):  # it is reaped once we stop listening; a second server never would
             children = [pid for pid, info in process_table().items() if info.ppid == zygote.pid]
             if not children:
                 break
@@ -263,3 +263,80 @@ def test_a_malformed_request_is_refused_and_the_zygote_keeps_serving(tmp_path: P
         assert children == []
     finally:
         zygote.close()
+
+
+def _children(pid: int) -> list[int]:
+    return [child for child, info in process_table().items() if info.ppid == pid]
+
+
+def _waiting_worker(zygote: Zygote, folder: Path) -> tuple[Any, socket.socket]:
+    """A worker forked from ``zygote`` that waits for options that never come (while ``ours`` is open)."""
+    ours, theirs = socket.socketpair()
+    env = worker_environment(str(folder))
+    forked = zygote.fork({"uid": None, "env": env, "cwd": str(folder)}, [theirs.fileno(), 2, 2])
+    theirs.close()
+    return forked, ours
+
+
+def test_the_zygote_reports_a_killed_worker_and_keeps_its_pid_until_the_pool_stops_listening(
+    tmp_path: Path,
+) -> None:
+    """The worker is the zygote's own child: no go-between forks it or waits for it."""
+    zygote = Zygote(worker_environment(str(tmp_path)))
+    zygote.start()
+    try:
+        forked, ours = _waiting_worker(zygote, tmp_path)
+        assert _children(zygote.pid or 0) == [forked.pid]
+        os.kill(forked.pid, signal.SIGKILL)
+        assert forked.wait(20.0) == -signal.SIGKILL
+        time.sleep(0.2)
+        assert process_table()[forked.pid].ppid == zygote.pid  # ended, not reaped: its pid is still its
+        forked.close()
+        for _ in range(50):
+            if forked.pid not in process_table():
+                break
+            time.sleep(0.1)
+        assert forked.pid not in process_table()
+        ours.close()
+    finally:
+        zygote.close()
+
+
+def test_a_worker_the_pool_stopped_listening_to_is_reaped_as_soon_as_it_ends(tmp_path: Path) -> None:
+    zygote = Zygote(worker_environment(str(tmp_path)))
+    zygote.start()
+    try:
+        forked, ours = _waiting_worker(zygote, tmp_path)
+        forked.close()  # before it ended: nobody will read how it did
+        time.sleep(0.2)
+        assert forked.pid in process_table()  # still running
+        ours.close()  # no options will come: it exits
+        for _ in range(50):
+            if forked.pid not in process_table():
+                break
+            time.sleep(0.1)
+        assert forked.pid not in process_table()  # and no zombie is left behind
+        again, ours = _waiting_worker(zygote, tmp_path)  # the zygote serves on
+        ours.close()
+        assert again.wait(20.0) == 1
+        again.close()
+    finally:
+        zygote.close()
+
+
+def test_the_zygote_ends_once_the_pool_has_gone_and_its_workers_have_ended(tmp_path: Path) -> None:
+    zygote = Zygote(worker_environment(str(tmp_path)))
+    zygote.start()
+    process = zygote._process
+    assert process is not None
+    forked, ours = _waiting_worker(zygote, tmp_path)
+    control = zygote._control
+    assert control is not None
+    control.shutdown(socket.SHUT_RDWR)  # the pool is gone: no more requests
+    time.sleep(0.3)
+    assert process.poll() is None  # it still reports on its worker
+    ours.close()
+    assert forked.wait(20.0) == 1
+    forked.close()
+    assert process.wait(timeout=20.0) == 0
+    zygote.close()

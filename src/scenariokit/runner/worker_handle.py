@@ -300,7 +300,7 @@ class WorkerHandle:
                 request["sandbox"] = namespaces
             else:
                 command = worker_plan("none", self.run_dir, launch.config, None, node_cache=launch.node_cache)
-            if self.group is not None:  # the go-between joins it: the worker is born in it
+            if self.group is not None:  # the worker joins it before it runs anything of its own
                 for name in self.group.procs_files:
                     given.append(os.open(name, os.O_WRONLY | os.O_CLOEXEC))
                 request["groups"] = len(self.group.procs_files)
@@ -434,7 +434,7 @@ class WorkerHandle:
             if forked is not None:
                 # under bubblewrap it died with its sandbox's PID namespace (its exit follows at once);
                 # without, or when that did not happen, its process group and descendants are found
-                # (its pid stays its own until then: the go-between reaps it only once we stop listening)
+                # (its pid stays its own until then: the zygote reaps it only once we stop listening)
                 if not (self._bubblewrap and forked.wait(5.0) is not None):
                     kill_process_tree(forked.pid)
                     forked.wait(5.0)

@@ -5,7 +5,8 @@ the worker's own). The zygote is one process per pool that has done those import
 worker on request (:mod:`.zygote_process`). It holds imported modules only: no job, no secret, no
 step code ever passes through it. Under bubblewrap the pool still starts each worker's own sandbox
 (the same ``bwrap`` command, :func:`.sandbox.sandbox_command`, running a waiter instead of Python)
-and the zygote forks the worker into it. When the zygote cannot start, dies, or refuses a worker,
+and the zygote forks the worker straight into it; the zygote is each worker's parent and reports
+how it ended. When the zygote cannot start, dies, or refuses a worker,
 that worker is started by exec as before and the zygote is started again (docs/security.md).
 """
 
@@ -63,8 +64,8 @@ def zygote_supported(kind: SandboxKind) -> bool:
     sandbox's namespaces needs ``CAP_SYS_ADMIN`` over them, which another user has only inside
     bubblewrap's own user namespace; such a service's workers start by exec.
     """
-    if not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open"):
-        return False
+    if not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open") or not hasattr(os, "P_PIDFD"):
+        return False  # the zygote watches its workers by pidfd (Linux 5.4)
     return kind == "none" or os.geteuid() == 0
 
 
@@ -82,8 +83,8 @@ class ForkedWorker:
     def wait(self, timeout: float) -> int | None:
         """Its exit code (``-n`` for signal ``n``) once it ended, waiting up to ``timeout`` seconds.
 
-        None when it has not ended by then, or when the go-between that waits for it is gone
-        without saying.
+        None when it has not ended by then, or when the zygote that reports it is gone without saying
+        (it was killed: the worker itself lives on until it is stopped).
         """
         with self._lock:
             deadline = time.monotonic() + timeout
@@ -100,14 +101,14 @@ class ForkedWorker:
                 if left < 0 or not select.select([self._status], [], [], max(left, 0))[0]:
                     return None
                 data = os.read(self._status, 4096)
-                if not data:  # the go-between is gone: it has said all it will
+                if not data:  # the zygote is gone: it has said all it will
                     self._close()
                     self._ended = True
                 self._pending += data.decode("utf-8", "replace")
             return self._exit
 
     def close(self) -> None:
-        """Stop listening: its go-between reaps it and exits (until then its pid is not reused)."""
+        """Stop listening: the zygote reaps it once it ended (until then its pid is not reused)."""
         with self._lock:
             self._close()
 

@@ -2,12 +2,13 @@
 
 It is started by the pool (:mod:`.zygote`) with a worker's minimal environment, as the service's
 user, outside any sandbox, and holds nothing but imported modules: it never receives a job, a secret
-or step code, and starts no thread and no event loop. For each request it forks a go-between, which
-(under bubblewrap) joins the namespaces of the sandbox the pool started for the worker and forks the
-worker inside them; the worker takes its descriptors, environment, directory and user exactly as a
-worker started by exec does (:data:`.sandbox.BOOTSTRAP`), then runs :func:`.worker.worker_entry`.
-The go-between waits for it and reports its exit status to the pool. docs/security.md says why a
-worker forked so is confined as one started by exec is.
+or step code, and starts no thread and no event loop. For each request it forks the worker, under
+bubblewrap straight into the PID namespace of the sandbox the pool started for it; the worker joins
+the sandbox's mount and IPC namespaces and the run's control group, takes its descriptors,
+environment, directory and user exactly as a worker started by exec does
+(:data:`.sandbox.BOOTSTRAP`), then runs :func:`.worker.worker_entry`. The zygote, its parent, reports
+its exit status to the pool. docs/security.md says why a worker forked so is confined as one started
+by exec is.
 
 A request is one datagram on the control socket: JSON (``env``, ``cwd``, ``uid``, ``sandbox``,
 ``groups``) and the descriptors of the worker's channel, standard output and error, the status pipe
@@ -24,7 +25,6 @@ import gc
 import json
 import os
 import select
-import signal
 import socket
 import sys
 import threading
@@ -65,7 +65,12 @@ PRELOADED = (
 
 
 def serve(control_fd: int) -> None:
-    """Import the worker's modules, say ready, and fork a worker for each request until the pool leaves."""
+    """Import the worker's modules, say ready, and fork a worker for each request until the pool leaves.
+
+    The zygote is its workers' parent: it reports each one's exit on its status pipe and reaps it only
+    once the pool has stopped listening there (:class:`_Workers`). Once the pool is gone it serves no
+    more requests, and ends when the workers it still reports on have.
+    """
     import importlib
 
     for name in PRELOADED:
@@ -80,32 +85,149 @@ def serve(control_fd: int) -> None:
     if running:  # a thread is never copied by a fork, and the locks it holds stay held in the child
         control.send(f"a plugin started a thread while it was imported ({', '.join(running)})".encode())
         return
-    signal.signal(signal.SIGCHLD, _reap)
+    own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    shared = {name: _namespace(name) for name in SHARED_NAMESPACES}
+    workers = _Workers()
+    workers.listen(control.fileno())
     control.send(b"ready")
-    while True:
+    listening = True
+    while listening or workers:
+        for fd in workers.ready():
+            if fd != control.fileno():
+                workers.attend(fd)
+                continue
+            try:
+                data, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, MAX_REQUEST_FDS)
+            except OSError:
+                data, fds = b"", []
+            if not data:  # the pool is gone (or closed us)
+                workers.stop_listening(control.fileno())
+                listening = False
+                continue
+            try:
+                _fork_worker(control, own_pid_namespace, shared, json.loads(data), fds, workers)
+            except Exception as exc:  # the pool sees the status pipe close without a pid: it starts by exec
+                print(f"scenariokit zygote: request refused: {type(exc).__name__}: {exc}", file=sys.stderr)
+            finally:
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+
+
+class _Workers:
+    """The workers the zygote forked, until each has ended and the pool has stopped listening.
+
+    A worker's end shows on its pidfd: its exit status is written to its status pipe (``exit N``),
+    and it is left unreaped, so that its pid, which is also the id of the process group the pool
+    kills its processes by, cannot be taken by another process while the pool may still use it. It
+    is reaped once the pool has closed its end of the status pipe (which the write end then shows as
+    an error), or at once when the pool closed it before the worker ended.
+    """
+
+    def __init__(self) -> None:
+        self._poll = select.poll()
+        #: a worker's pidfd (until it ended), then its status pipe → (pidfd, status pipe)
+        self._watched: dict[int, tuple[int, int]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._watched)
+
+    def listen(self, fd: int) -> None:
+        self._poll.register(fd, select.POLLIN)
+
+    def stop_listening(self, fd: int) -> None:
+        self._poll.unregister(fd)
+
+    def ready(self) -> list[int]:
+        """The descriptors that have something to attend to (blocking until one has)."""
         try:
-            data, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, MAX_REQUEST_FDS)
-        except OSError:
+            return [fd for fd, _ in self._poll.poll()]
+        except InterruptedError:
+            return []
+
+    def add(self, pid: int, status: int) -> None:
+        """Report on ``pid``, whose status pipe is ``status`` (a descriptor the zygote keeps from now)."""
+        pidfd = os.pidfd_open(pid)
+        self._watched[pidfd] = (pidfd, status)
+        self._poll.register(pidfd, select.POLLIN)
+
+    def attend(self, fd: int) -> None:
+        """A worker ended (``fd`` is its pidfd), or the pool stopped listening to an ended one."""
+        watched = self._watched.pop(fd, None)
+        if watched is None:
             return
-        if not data:  # the pool is gone (or closed us)
+        self._poll.unregister(fd)
+        pidfd, status = watched
+        if fd == status:
+            self._reap(pidfd, status)
             return
         try:
-            request = json.loads(data)
-            if len(fds) < 4 or (request.get("sandbox") is not None and len(fds) < 5):
-                raise ValueError(f"{len(fds)} descriptors are not a request's")
-            if threading.active_count() != 1:  # a forked thread's locks would be held forever
-                raise RuntimeError("the zygote runs a thread")
-            if os.fork() == 0:
-                try:
-                    _go_between(control, request, fds)
-                finally:  # whatever happens there, a fork never goes back to serving requests
-                    os._exit(1)
-        except Exception as exc:  # the pool sees the status pipe close without a pid: it starts by exec
-            print(f"scenariokit zygote: request refused: {type(exc).__name__}: {exc}", file=sys.stderr)
-        finally:
-            for fd in fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            ended = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOWAIT)
+            if ended is None:  # only with WNOHANG
+                raise ChildProcessError("waitid returned nothing")
+            signalled = ended.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+            _write(status, f"exit {-ended.si_status if signalled else ended.si_status}")
+        except OSError:  # the pool stopped listening already (or there is no status to give it)
+            self._reap(pidfd, status)
+            return
+        self._watched[status] = watched
+        self._poll.register(status, select.POLLERR)  # shown once the pool closes its end
+
+    @staticmethod
+    def _reap(pidfd: int, status: int) -> None:
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
+        os.close(pidfd)
+        os.close(status)
+
+
+def _fork_worker(
+    control: socket.socket,
+    own_pid_namespace: int,
+    shared: dict[str, int],
+    request: dict[str, Any],
+    fds: list[int],
+    workers: _Workers,
+) -> None:
+    """Fork the worker a request asks for, under bubblewrap straight into its sandbox's PID namespace.
+
+    ``setns`` on a PID namespace moves none of the zygote's own processes, only where its next child
+    is born; the zygote moves that back right after the fork, and exits if it cannot (no later
+    worker may be born in this one's sandbox). The worker joins the sandbox's mount and IPC
+    namespaces itself (:func:`_become_worker`).
+    """
+    if len(fds) < 4 or (request.get("sandbox") is not None and len(fds) < 5):
+        raise ValueError(f"{len(fds)} descriptors are not a request's")
+    if threading.active_count() != 1:  # a forked thread's locks would be held forever
+        raise RuntimeError("the zygote runs a thread")
+    sandbox = request.get("sandbox")
+    expected: dict[str, int] = {}
+    if sandbox is not None:
+        expected = {**shared, **{name: int(sandbox[name]) for name in SANDBOX_NAMESPACES}}
+        _check(_libc().setns(fds[4], CLONE_NEWPID), "setns")
+    try:
+        worker = os.fork()
+    except BaseException:
+        _back_to(own_pid_namespace, sandbox)
+        raise
+    if worker == 0:
+        try:
+            _become_worker(control, request, fds, expected)
+        finally:  # whatever happens there, a fork never goes back to serving requests
+            os._exit(1)
+    _back_to(own_pid_namespace, sandbox)
+    workers.add(worker, os.dup(fds[3]))  # the request's descriptors are closed once it is served
+    _write(fds[3], f"pid {worker}")  # (a pool that stopped listening has the worker reaped as it ends)
+
+
+def _back_to(own_pid_namespace: int, sandbox: object) -> None:
+    """Have the zygote's next child born in its own PID namespace again (or end the zygote)."""
+    if sandbox is None:
+        return
+    if _libc().setns(own_pid_namespace, CLONE_NEWPID) != 0:
+        why = os.strerror(ctypes.get_errno())
+        print(f"scenariokit zygote: cannot return to its own PID namespace: {why}", file=sys.stderr)
+        os._exit(1)
 
 
 def _preload_plugins() -> None:
@@ -124,56 +246,6 @@ def _preload_plugins() -> None:
         print(f"scenariokit zygote: plugins are loaded by each worker: {why}", file=sys.stderr)
 
 
-def _reap(signum: int, frame: object) -> None:
-    """Collect every go-between that has exited (they report to the pool, not to us)."""
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-
-
-def _go_between(control: socket.socket, request: dict[str, Any], fds: list[int]) -> NoReturn:
-    """Join the sandbox (if any), fork the worker into it, report its pid and how it ended."""
-    code = 1
-    status = fds[3]
-    try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        control.close()  # nothing forked from here ever holds the zygote's control socket
-        channel, out, err = fds[:3]
-        sandbox = request.get("sandbox")
-        groups = fds[5:] if sandbox is not None else fds[4:]
-        for group in groups[: int(request.get("groups", 0))]:  # the run's control group: the worker
-            os.write(group, b"0")  # is born in it, so is all it starts (this go-between waits there)
-        for group in groups:
-            os.close(group)
-        expected: dict[str, int] = {}
-        if sandbox is not None:
-            expected = _enter_sandbox(fds[4], sandbox)
-            os.close(fds[4])
-        worker = os.fork()
-        if worker == 0:
-            _become_worker(request, channel, out, err, status, expected)
-        _write(status, f"pid {worker}")
-        for fd in (channel, out, err):
-            os.close(fd)
-        ended = os.waitid(os.P_PID, worker, os.WEXITED | os.WNOWAIT)
-        if ended is None:  # only with WNOHANG
-            raise RuntimeError("waitid returned nothing")
-        signalled = ended.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
-        _write(status, f"exit {-ended.si_status if signalled else ended.si_status}")
-        # Left unreaped until the pool stops listening: its pid (its process group's id, which the
-        # pool kills its processes by) cannot be taken by another process meanwhile.
-        waiting = select.poll()
-        waiting.register(status, select.POLLERR)
-        while not waiting.poll():
-            pass
-        code = 0
-    except BaseException as exc:
-        with contextlib.suppress(BaseException):
-            _write(status, f"error {type(exc).__name__}: {exc}")
-    finally:
-        os._exit(code)
-
-
 def _libc() -> Any:
     return ctypes.CDLL(None, use_errno=True)
 
@@ -188,23 +260,23 @@ def _namespace(name: str, pid: str = "self") -> int:
     return os.stat(f"/proc/{pid}/ns/{name}").st_ino
 
 
-def _enter_sandbox(pidfd: int, sandbox: dict[str, int]) -> dict[str, int]:
-    """Join the mount, PID (for children) and IPC namespaces of the sandbox's first process.
-
-    The pidfd pins that process: had it died, ``setns`` fails rather than join whatever took its pid.
-    Joining the mount namespace sets root and working directory to the sandbox's root. Returns the
-    namespaces the worker must find itself in (checked there, where ``/proc/self`` is its own).
-    """
-    kept = {name: _namespace(name) for name in SHARED_NAMESPACES}
-    _check(_libc().setns(pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), "setns")
-    return {**kept, **{name: int(sandbox[name]) for name in SANDBOX_NAMESPACES}}
-
-
 def _become_worker(
-    request: dict[str, Any], channel: int, out: int, err: int, status: int, expected: dict[str, int]
+    control: socket.socket, request: dict[str, Any], fds: list[int], expected: dict[str, int]
 ) -> NoReturn:
-    """The worker: confined as one started by exec is, then :func:`.worker.worker_entry`."""
+    """The worker: in the run's control group and its sandbox, confined as one started by exec is,
+    then :func:`.worker.worker_entry`. ``expected`` are the namespaces it must find itself in."""
+    channel, out, err, status = fds[:4]
     try:
+        control.close()  # nothing forked from here ever holds the zygote's control socket
+        sandbox = request.get("sandbox")
+        groups = fds[5:] if sandbox is not None else fds[4:]
+        for group in groups[: int(request.get("groups", 0))]:  # the run's control group: the worker
+            os.write(group, b"0")  # is in it before it runs anything of its own, and so is all it starts
+        for group in groups:
+            os.close(group)
+        if sandbox is not None:  # its PID namespace it was born in; setns here sets root and directory
+            _check(_libc().setns(fds[4], CLONE_NEWNS | CLONE_NEWIPC), "setns")
+            os.close(fds[4])
         os.setpgid(0, 0)  # the pool stops the worker and what it starts by this group
         if expected:
             _check_sandbox(expected)
