@@ -6,10 +6,15 @@ tree, uses only what both trees offer (``open_kit``, the services, ``start_runne
 seconds as its last line.
 
     PYTHONPATH=<tree>/src python bench/_tree_runs.py URL COUNT WORKERS STEPS_JSON [--handshake]
+        [--browser-args JSON]
 
 With ``--handshake`` (``bench/cpu.py``) it prints ``ready`` once its workers are up and waits for a line
 on its standard input before it queues the runs, then prints ``done SECONDS`` once they are over and
 waits for another line before it closes, so the caller's CPU window holds the runs alone.
+
+With ``--browser-args`` (a JSON list) every browser that tree launches gets those flags too, where
+its own defaults lack them: the caller passes its own tree's launch flags, so the two trees' runs
+differ in their workers alone.
 """
 
 from __future__ import annotations
@@ -69,7 +74,25 @@ async def seconds_for(url: str, count: int, workers: int, steps: list[str], hand
     return elapsed
 
 
+def add_browser_args(extra: list[str]) -> None:
+    """Have this tree's pool hand its workers a browser that launches with ``extra`` as well."""
+    import attrs
+
+    from scenariokit.runner import browser, executor
+
+    missing = tuple(arg for arg in extra if arg not in browser.DEFAULT_ARGS)
+    discover = executor.discover_browser
+
+    def discover_with_args(*args: object, **kwargs: object) -> browser.BrowserConfig:
+        config = discover(*args, **kwargs)  # type: ignore[arg-type]
+        return attrs.evolve(config, args=(*config.args, *missing))
+
+    executor.discover_browser = discover_with_args  # type: ignore[assignment]
+
+
 if __name__ == "__main__":
     url, count, workers, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
     handshake = "--handshake" in sys.argv[5:]
+    if "--browser-args" in sys.argv[5:]:
+        add_browser_args(json.loads(sys.argv[sys.argv.index("--browser-args") + 1]))
     print(asyncio.run(seconds_for(url, count, workers, steps, handshake)))

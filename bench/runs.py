@@ -15,7 +15,9 @@ With ``--reused-tree PATH`` (a checkout of the release before one-run workers, w
 run after run), that tree's scenariokit runs the same scenarios with the same worker counts in a child
 process of this run, so the cost of one-run sandboxed workers is a ratio measured side by side. That
 release is commit c7b9a1e (headless shell and timelines, workers reused): ``git worktree add --detach
-/tmp/reused c7b9a1e`` makes the checkout.
+/tmp/reused c7b9a1e`` makes the checkout. That tree is measured twice: as it is (what its users had),
+and with this tree's browser launch flags added (``DEFAULT_ARGS``), so that the ratio of one-run
+workers to those is the cost of the sandbox and one-run workers alone, with the same browser work.
 
     python bench/runs.py [--scenarios 50] [--workers 1,2] [--rounds 1] [--reused-tree PATH]
 """
@@ -30,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from _shared import (
@@ -47,7 +50,7 @@ from _shared import (
 import scenariokit
 from scenariokit.domain.model import RunStatus, RunTimings
 from scenariokit.formats.queries import RunQuery
-from scenariokit.runner.browser import discover_browser
+from scenariokit.runner.browser import DEFAULT_ARGS, discover_browser
 from scenariokit.runner.sandbox import SANDBOX_ENV, bubblewrap_works
 from scenariokit.settings import Settings
 
@@ -99,12 +102,16 @@ async def through_scenariokit(
     return elapsed, [d.run.timings for d in details], peak
 
 
-async def through_tree(tree: Path, url: str, count: int, workers: int) -> float:
-    """Seconds for ``count`` runs with ``workers`` workers through the scenariokit of ``tree``."""
+async def through_tree(
+    tree: Path, url: str, count: int, workers: int, browser_args: Sequence[str] = ()
+) -> float:
+    """Seconds for ``count`` runs with ``workers`` workers through the scenariokit of ``tree``, its
+    browsers launched with ``browser_args`` as well."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    added = ["--browser-args", json.dumps(list(browser_args))] if browser_args else []
     child = await asyncio.create_subprocess_exec(
         sys.executable, str(BENCH / "_tree_runs.py"), url, str(count), str(workers), json.dumps(STEPS),
-        env=env, cwd=tempfile.gettempdir(), stdout=asyncio.subprocess.PIPE,
+        *added, env=env, cwd=tempfile.gettempdir(), stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, _ = await child.communicate()
     if child.returncode != 0:
@@ -139,6 +146,9 @@ async def main() -> None:
     }
     if args.reused_tree:
         labels |= {("reused", n): f"reused workers (before one-run), {n} worker(s)" for n in counts}
+        labels |= {
+            ("reused+flags", n): f"reused workers with today's launch flags, {n} worker(s)" for n in counts
+        }
     rates: dict[object, list[float]] = {key: [] for key in labels}
     ratios: dict[object, list[float]] = {key: [] for key in labels}
     timelines: dict[Config, list[RunTimings | None]] = {config: [] for config in configs}
@@ -158,6 +168,9 @@ async def main() -> None:
                 if args.reused_tree and config[1] == sandboxes[-1]:  # once per worker count
                     reused = await through_tree(args.reused_tree, url, args.scenarios, config[0])
                     seconds[("reused", config[0])] = reused
+                    seconds[("reused+flags", config[0])] = await through_tree(
+                        args.reused_tree, url, args.scenarios, config[0], DEFAULT_ARGS
+                    )
             for key, took in seconds.items():
                 rates[key].append(per_minute(args.scenarios, took))
                 ratios[key].append(seconds["bare"] / took)
@@ -179,19 +192,21 @@ async def main() -> None:
             on, off = statistics.median(rates[(n, "bubblewrap")]), statistics.median(rates[(n, "off")])
             print(f"  sandbox on/off with {n} worker(s): {on / off:.2f}")
     if args.reused_tree:
+        against = {"reused": "reused workers", "reused+flags": "reused workers with today's flags"}
         for n in counts:
-            reused = statistics.median(rates[("reused", n)])
-            for sandbox in sandboxes:
-                mine = statistics.median(rates[(n, sandbox)])
-                # each round measured both within minutes of each other: their ratio is less exposed to
-                # the machine's drift than the ratio of the medians
-                paired = [r / u for r, u in zip(rates[(n, sandbox)], rates[("reused", n)], strict=True)]
-                rounds = f", rounds {', '.join(f'{r:.2f}' for r in paired)}" if args.rounds > 1 else ""
-                print(
-                    f"  one-run workers, sandbox {sandbox}, against reused workers with {n} worker(s): "
-                    f"{mine / reused:.2f}; median of the rounds' ratios {statistics.median(paired):.2f}"
-                    f"{rounds} (limit: at least 0.90)"
-                )
+            for kind, name in against.items():
+                reused = statistics.median(rates[(kind, n)])
+                for sandbox in sandboxes:
+                    mine = statistics.median(rates[(n, sandbox)])
+                    # each round measured both within minutes of each other: their ratio is less exposed
+                    # to the machine's drift than the ratio of the medians
+                    paired = [r / u for r, u in zip(rates[(n, sandbox)], rates[(kind, n)], strict=True)]
+                    rounds = f", rounds {', '.join(f'{r:.2f}' for r in paired)}" if args.rounds > 1 else ""
+                    print(
+                        f"  one-run workers, sandbox {sandbox}, against {name} with {n} worker(s): "
+                        f"{mine / reused:.2f}; median of the rounds' ratios {statistics.median(paired):.2f}"
+                        f"{rounds} (limit: at least 0.90)"
+                    )
     for n, sandbox in configs:
         peak = peaks[(n, sandbox)].describe()
         print(f"scenariokit, {n} worker(s), sandbox {sandbox}: peak memory of one run's process tree {peak}")

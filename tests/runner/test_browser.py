@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import attrs
 import pytest
 
 from scenariokit.domain.errors import BrowserUnavailable
@@ -249,3 +250,57 @@ def test_launch_flags_add_no_sandbox_for_root_and_keep_extra_args() -> None:
     assert options["args"][-len(DEFAULT_ARGS) - 1 :] == [*DEFAULT_ARGS, "--lang=de"]
     assert ("--no-sandbox" in options["args"]) == (os.geteuid() == 0)
     assert "--disable-background-networking" in options["args"]
+
+
+def _descendants(pid: int) -> list[int]:
+    from scenariokit.runner.processes import process_table
+
+    table, found, todo = process_table(), [], [pid]
+    while todo:
+        parent = todo.pop()
+        children = [child for child, info in table.items() if info.ppid == parent]
+        found += children
+        todo += children
+    return found
+
+
+def _process_type(pid: int) -> str:
+    try:  # Chromium rewrites its command line as one string, its arguments separated by spaces
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().split()
+    except OSError:
+        return "gone"
+    types = [arg[len("--type=") :] for arg in args if arg.startswith("--type=")]
+    return types[0] if types else "browser"
+
+
+@pytest.mark.browser
+async def test_a_launched_browser_runs_no_zygote_and_no_gpu_process_and_renders_the_same() -> None:
+    """Two processes fewer per run (DEFAULT_ARGS), and a page looks exactly as it does without that."""
+    from playwright.async_api import async_playwright
+
+    config = discover_browser()
+    page_html = (
+        "<body style='background:linear-gradient(90deg,#f00,#00f)'><h1>Hello</h1>"
+        "<canvas id=c width=120 height=60></canvas><script>const g=document.getElementById('c')"
+        ".getContext('2d');g.fillStyle='green';g.fillRect(10,10,50,30)</script></body>"
+    )
+    shots = []
+    async with async_playwright() as playwright:
+        for options in (
+            config.launch_options(),
+            attrs.evolve(config).launch_options()
+            | {"args": [a for a in config.launch_args if a not in ("--no-zygote", "--in-process-gpu")]},
+        ):
+            browser = await playwright.chromium.launch(**options)
+            try:
+                page = await browser.new_page()
+                await page.set_content(page_html)
+                shots.append(await page.screenshot())
+                if len(shots) == 1:
+                    driver = os.getpid()
+                    kinds = {_process_type(pid) for pid in _descendants(driver)}
+                    assert "renderer" in kinds, kinds
+                    assert "zygote" not in kinds and "gpu-process" not in kinds, kinds
+            finally:
+                await browser.close()
+    assert shots[0] == shots[1]
