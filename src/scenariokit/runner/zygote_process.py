@@ -217,7 +217,8 @@ def _fork_worker(
             os._exit(1)
     _back_to(own_pid_namespace, sandbox)
     workers.add(worker, os.dup(fds[3]))  # the request's descriptors are closed once it is served
-    _write(fds[3], f"pid {worker}")  # (a pool that stopped listening has the worker reaped as it ends)
+    with contextlib.suppress(OSError):  # a pool that stopped listening: the worker is reaped as it ends
+        _write(fds[3], f"pid {worker}")
 
 
 def _back_to(own_pid_namespace: int, sandbox: object) -> None:
