@@ -8,7 +8,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -269,6 +269,15 @@ def _children(pid: int) -> list[int]:
     return [child for child, info in process_table().items() if info.ppid == pid]
 
 
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` leaves the process table (reaped, not a zombie) within five seconds."""
+    for _ in range(50):
+        if pid not in process_table():
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def _waiting_worker(zygote: Zygote, folder: Path) -> tuple[Any, socket.socket]:
     """A worker forked from ``zygote`` that waits for options that never come (while ``ours`` is open)."""
     ours, theirs = socket.socketpair()
@@ -278,50 +287,44 @@ def _waiting_worker(zygote: Zygote, folder: Path) -> tuple[Any, socket.socket]:
     return forked, ours
 
 
+@pytest.fixture
+def started_zygote(tmp_path: Path) -> Iterator[Zygote]:
+    zygote = Zygote(worker_environment(str(tmp_path)))
+    zygote.start()
+    try:
+        yield zygote
+    finally:
+        zygote.close()
+
+
 def test_the_zygote_reports_a_killed_worker_and_keeps_its_pid_until_the_pool_stops_listening(
-    tmp_path: Path,
+    started_zygote: Zygote, tmp_path: Path
 ) -> None:
     """The worker is the zygote's own child: no go-between forks it or waits for it."""
-    zygote = Zygote(worker_environment(str(tmp_path)))
-    zygote.start()
-    try:
-        forked, ours = _waiting_worker(zygote, tmp_path)
-        assert _children(zygote.pid or 0) == [forked.pid]
-        os.kill(forked.pid, signal.SIGKILL)
-        assert forked.wait(20.0) == -signal.SIGKILL
-        time.sleep(0.2)
-        assert process_table()[forked.pid].ppid == zygote.pid  # ended, not reaped: its pid is still its
-        forked.close()
-        for _ in range(50):
-            if forked.pid not in process_table():
-                break
-            time.sleep(0.1)
-        assert forked.pid not in process_table()
-        ours.close()
-    finally:
-        zygote.close()
+    forked, ours = _waiting_worker(started_zygote, tmp_path)
+    assert _children(started_zygote.pid or 0) == [forked.pid]
+    os.kill(forked.pid, signal.SIGKILL)
+    assert forked.wait(20.0) == -signal.SIGKILL
+    time.sleep(0.2)
+    assert process_table()[forked.pid].ppid == started_zygote.pid  # ended, not reaped: its pid is its
+    forked.close()
+    assert _gone(forked.pid)
+    ours.close()
 
 
-def test_a_worker_the_pool_stopped_listening_to_is_reaped_as_soon_as_it_ends(tmp_path: Path) -> None:
-    zygote = Zygote(worker_environment(str(tmp_path)))
-    zygote.start()
-    try:
-        forked, ours = _waiting_worker(zygote, tmp_path)
-        forked.close()  # before it ended: nobody will read how it did
-        time.sleep(0.2)
-        assert forked.pid in process_table()  # still running
-        ours.close()  # no options will come: it exits
-        for _ in range(50):
-            if forked.pid not in process_table():
-                break
-            time.sleep(0.1)
-        assert forked.pid not in process_table()  # and no zombie is left behind
-        again, ours = _waiting_worker(zygote, tmp_path)  # the zygote serves on
-        ours.close()
-        assert again.wait(20.0) == 1
-        again.close()
-    finally:
-        zygote.close()
+def test_a_worker_the_pool_stopped_listening_to_is_reaped_as_soon_as_it_ends(
+    started_zygote: Zygote, tmp_path: Path
+) -> None:
+    forked, ours = _waiting_worker(started_zygote, tmp_path)
+    forked.close()  # before it ended: nobody will read how it did
+    time.sleep(0.2)
+    assert forked.pid in process_table()  # still running
+    ours.close()  # no options will come: it exits
+    assert _gone(forked.pid)  # and no zombie is left behind
+    again, ours = _waiting_worker(started_zygote, tmp_path)  # the zygote serves on
+    ours.close()
+    assert again.wait(20.0) == 1
+    again.close()
 
 
 def test_the_zygote_ends_once_the_pool_has_gone_and_its_workers_have_ended(tmp_path: Path) -> None:
