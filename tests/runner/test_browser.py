@@ -8,6 +8,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from process_checks import descendants
 from scenariokit.domain.errors import BrowserUnavailable
 from scenariokit.runner.browser import (
     DEFAULT_ARGS,
@@ -252,18 +253,6 @@ def test_launch_flags_add_no_sandbox_for_root_and_keep_extra_args() -> None:
     assert "--disable-background-networking" in options["args"]
 
 
-def _descendants(pid: int) -> list[int]:
-    from scenariokit.runner.processes import process_table
-
-    table, found, todo = process_table(), [], [pid]
-    while todo:
-        parent = todo.pop()
-        children = [child for child, info in table.items() if info.ppid == parent]
-        found += children
-        todo += children
-    return found
-
-
 def _process_type(pid: int) -> str:
     try:  # Chromium rewrites its command line as one string, its arguments separated by spaces
         args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().split()
@@ -298,7 +287,7 @@ async def test_a_launched_browser_runs_no_zygote_and_no_gpu_process_and_renders_
                 shots.append(await page.screenshot())
                 if len(shots) == 1:
                     driver = os.getpid()
-                    kinds = {_process_type(pid) for pid in _descendants(driver)}
+                    kinds = {_process_type(pid) for pid in descendants(driver)}
                     assert "renderer" in kinds, kinds
                     assert "zygote" not in kinds and "gpu-process" not in kinds, kinds
             finally:

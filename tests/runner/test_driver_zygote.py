@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from test_driver_snapshot import HTTP_FROM_THE_DRIVER, printed, run_collecting
 
+from process_checks import children
 from scenariokit.domain.job import RunJob
 from scenariokit.runner.browser import discover_browser
 from scenariokit.runner.driver_snapshot import NODE_PATH_ENV, bundled_driver, warm_up_options
@@ -134,10 +135,6 @@ def _command(pid: int) -> bytes:
     return Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
-def _children(pid: int) -> list[int]:
-    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_worker_asks_the_zygote_itself_with_its_environment_and_the_driver_is_the_zygotes_child(
     tmp_path: Path,
@@ -157,15 +154,15 @@ async def test_a_worker_asks_the_zygote_itself_with_its_environment_and_the_driv
         assert await forked_driver(socket_path, {**env, "PW_CLI_DISPLAY_VERSION": "2"}, 2) is None
         driver = await forked_driver(socket_path, env, 2)
         assert driver is not None
-        (forked,) = _children(zygote.pid)  # not a go-between's child: the zygote's own
+        (forked,) = children(zygote.pid)  # not a go-between's child: the zygote's own
         assert b"driver_zygote.js" in _command(forked)
         assert os.readlink(f"/proc/{forked}/cwd") == os.getcwd()  # the requester's, read from the kernel
         assert await asyncio.wait_for(driver.communicate(), 30) == (None, None)  # ends with its input
         for _ in range(100):  # reaped by the zygote, not left a zombie
-            if not _children(zygote.pid):
+            if not children(zygote.pid):
                 break
             await asyncio.sleep(0.05)
-        assert _children(zygote.pid) == []
+        assert children(zygote.pid) == []
     finally:
         zygote.close()
 
@@ -222,7 +219,7 @@ async def test_a_forked_driver_keeps_v8s_areas_out_of_the_browsers_it_starts(tmp
         assert socket_path is not None
         driver = await forked_driver(socket_path, env, 2)
         assert driver is not None
-        (forked,) = _children(zygote.pid)
+        (forked,) = children(zygote.pid)
         kept = 0
         for _ in range(100):
             kept = _kept_from_children_kib(forked)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from process_checks import children
 from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob
 from scenariokit.runner import zygote as zygote_module
 from scenariokit.runner.executor import WorkerPool
@@ -265,10 +266,6 @@ def test_a_malformed_request_is_refused_and_the_zygote_keeps_serving(tmp_path: P
         zygote.close()
 
 
-def _children(pid: int) -> list[int]:
-    return [child for child, info in process_table().items() if info.ppid == pid]
-
-
 def _gone(pid: int) -> bool:
     """Whether ``pid`` leaves the process table (reaped, not a zombie) within five seconds."""
     for _ in range(50):
@@ -302,7 +299,7 @@ def test_the_zygote_reports_a_killed_worker_and_keeps_its_pid_until_the_pool_sto
 ) -> None:
     """The worker is the zygote's own child: no go-between forks it or waits for it."""
     forked, ours = _waiting_worker(started_zygote, tmp_path)
-    assert _children(started_zygote.pid or 0) == [forked.pid]
+    assert children(started_zygote.pid or 0) == [forked.pid]
     os.kill(forked.pid, signal.SIGKILL)
     assert forked.wait(20.0) == -signal.SIGKILL
     time.sleep(0.2)

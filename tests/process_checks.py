@@ -8,6 +8,11 @@ from pathlib import Path
 from scenariokit.runner.processes import process_table
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (zombies included: not yet reaped)."""
+    return sorted(child for child, info in process_table().items() if info.ppid == pid)
+
+
 def descendants(pid: int) -> set[int]:
     """Every live process started (directly or not) by ``pid``, Chromium included."""
     table = process_table()
