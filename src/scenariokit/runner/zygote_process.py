@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import gc
 import json
 import os
@@ -247,7 +248,9 @@ def _preload_plugins() -> None:
         print(f"scenariokit zygote: plugins are loaded by each worker: {why}", file=sys.stderr)
 
 
+@functools.cache
 def _libc() -> Any:
+    """The C library, loaded once in the zygote (each worker inherits it, with its functions found)."""
     return ctypes.CDLL(None, use_errno=True)
 
 
