@@ -21,11 +21,16 @@ from scenariokit.runner.browser import (
 )
 
 
-def executable(path: Path, version: str = "Chromium 1.2.3.4") -> Path:
+def executable_file(path: Path, content: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!/bin/sh\necho '{version}'\n")
+    path.write_bytes(content)
     path.chmod(0o755)
     return path
+
+
+def executable(path: Path, version: str = "Chromium 1.2.3.4") -> Path:
+    """A stand-in browser that prints ``version``."""
+    return executable_file(path, f"#!/bin/sh\necho '{version}'\n".encode())
 
 
 @pytest.fixture
@@ -171,17 +176,11 @@ def test_the_build_in_use_is_named_with_its_version(
 
 
 def launcher_script(path: Path, body: str, shebang: str = "#!/bin/sh -e") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"{shebang}\n{body}")
-    path.chmod(0o755)
-    return path
+    return executable_file(path, f"{shebang}\n{body}".encode())
 
 
 def binary(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"\x7fELF not a real one")
-    path.chmod(0o755)
-    return path
+    return executable_file(path, b"\x7fELF not a real one")
 
 
 def test_a_launcher_script_that_only_runs_the_browser_is_stepped_past(
