@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -201,6 +203,65 @@ async def test_a_request_that_trickles_in_holds_the_zygote_half_a_second_at_most
         await trickling
     finally:
         zygote.close()
+
+
+def _ask_after_a_signal(socket_path: str, zygote_pid: int, env: Mapping[str, str]) -> bytes:
+    """Connect, let the zygote wait in its read of the request, signal it, then ask: its answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as zygote:
+        zygote.connect(socket_path)
+        time.sleep(0.1)  # the zygote accepted, and waits for the request
+        os.kill(zygote_pid, signal.SIGCHLD)  # what a driver that ends sends it
+        time.sleep(0.05)
+        stdin_read, stdin_write = os.pipe()
+        request = json.dumps({"argv": ["run-driver"], "env": [f"{k}={v}" for k, v in env.items()]})
+        socket.send_fds(zygote, [request.encode()], [stdin_read, 1, 2])
+        os.close(stdin_read)
+        answer = zygote.recv(8)
+        os.close(stdin_write)  # a forked driver ends with its standard input
+        while zygote.recv(64):  # and its end of the connection closes as it exits
+            pass
+        return answer
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_request_the_zygote_was_reading_when_a_driver_ended_is_served(tmp_path: Path) -> None:
+    """A driver ending sends the zygote SIGCHLD, which interrupts its read of the next request (the
+    kernel does not restart a read on a socket with a timeout): that read is tried again, not refused."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    zygote = await _zygote_for_tests(tmp_path, env)
+    try:
+        socket_path = str(zygote.folder / SOCKET_NAME)
+        asking = asyncio.to_thread(_ask_after_a_signal, socket_path, zygote.pid, env)
+        assert await asyncio.wait_for(asking, 30) == b"started\n"
+    finally:
+        zygote.close()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_requester_gone_before_asking_is_not_logged_as_refused_and_a_bad_request_is(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A worker killed between connecting and asking (its pool closing) leaves an empty connection: the
+    zygote says nothing of it. A request that is not one for a driver is still refused aloud, and the
+    zygote serves on after both."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    zygote = await _zygote_for_tests(tmp_path, env)
+    try:
+        socket_path = str(zygote.folder / SOCKET_NAME)
+        for request in (b"", b'["not-a-driver"]'):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as requester:
+                requester.connect(socket_path)
+                requester.sendall(request)
+                requester.shutdown(socket.SHUT_WR)
+                assert requester.recv(8) == b""  # closed by the zygote, with no driver
+        driver = await forked_driver(socket_path, env, 2)
+        assert driver is not None
+        await asyncio.wait_for(driver.communicate(), 30)
+    finally:
+        zygote.close()
+    logged = capfd.readouterr().err
+    assert logged.count("request refused") == 1, logged
+    assert "request refused: not a request for a driver" in logged
 
 
 @pytest.mark.browser

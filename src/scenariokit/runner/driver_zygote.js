@@ -66,7 +66,7 @@ function check(result, what) {
 }
 
 const AF_UNIX = 1, SOCK_STREAM = 1, SOCK_CLOEXEC = 0o2000000, SOL_SOCKET = 1, SCM_RIGHTS = 1;
-const POLLIN = 1;
+const POLLIN = 1, EINTR = 4;
 const SO_PEERCRED = 17, SO_PEERPIDFD = 77, SO_RCVTIMEO = 20, MSG_CMSG_CLOEXEC = 0x40000000;
 const O_RDONLY = 0, O_WRONLY = 1, O_PATH = 0o10000000, O_DIRECTORY = 0o200000, O_CLOEXEC = 0o2000000;
 const CLONE_NEWNS = 0x00020000, CLONE_NEWIPC = 0x08000000, CLONE_NEWPID = 0x20000000;
@@ -228,7 +228,6 @@ const loop = ffi.getCurrentEventLoop();
 const MAX_REQUEST = 256 * 1024, REQUEST_MS = 500;
 function receive(connection) {
   const deadline = Date.now() + REQUEST_MS;
-  receiveTimeout(connection, REQUEST_MS);
   const data = Buffer.alloc(MAX_REQUEST), iov = Buffer.alloc(16), control = Buffer.alloc(64), message = Buffer.alloc(56);
   iov.writeBigUInt64LE(ffi.getRawPointer(data), 0);
   iov.writeBigUInt64LE(BigInt(data.length), 8);
@@ -236,24 +235,39 @@ function receive(connection) {
   message.writeBigUInt64LE(1n, 24);
   message.writeBigUInt64LE(ffi.getRawPointer(control), 32);
   message.writeBigUInt64LE(BigInt(control.length), 40);
-  let count = Number(c.recvmsg(connection, message, MSG_CMSG_CLOEXEC));
+  let count = beforeDeadline(connection, deadline, () => c.recvmsg(connection, message, MSG_CMSG_CLOEXEC));
   const fds = [];
   if (count > 0 && Number(message.readBigUInt64LE(40)) >= 16 && control.readInt32LE(8) === SOL_SOCKET
       && control.readInt32LE(12) === SCM_RIGHTS) {
     const length = Number(control.readBigUInt64LE(0));
     for (let offset = 16; offset + 4 <= length; offset += 4) fds.push(control.readInt32LE(offset));
   }
+  // a requester that closed its end before sending anything went away before asking (a worker
+  // killed as its pool closes, say): not a request to refuse
+  if (count === 0) return { request: null, fds, gone: true };
   let request = parsed(data, count);
   while (request === undefined && count > 0 && count < data.length) {
-    const left = deadline - Date.now();
-    if (left <= 0) break;
-    receiveTimeout(connection, left);
-    const more = Number(c.recv(connection, ffi.getRawPointer(data) + BigInt(count), BigInt(data.length - count), 0));
+    const more = beforeDeadline(connection, deadline,
+      () => c.recv(connection, ffi.getRawPointer(data) + BigInt(count), BigInt(data.length - count), 0));
     if (more <= 0) break;
     count += more;
     request = parsed(data, count);
   }
-  return { request: request ?? null, fds };
+  return { request: request ?? null, fds, gone: false };
+}
+
+// One read of the request, waiting until the deadline at most (-1 once it has passed). A read a
+// signal interrupts (SIGCHLD: a driver ended) is tried again: the kernel never restarts a read on a
+// socket with a receive timeout (signal(7)), and a request refused for it would start its driver the
+// ordinary way (seen: once in about every hundred runs with two workers).
+function beforeDeadline(connection, deadline, read) {
+  for (;;) {
+    const left = deadline - Date.now();
+    if (left <= 0) return -1;
+    receiveTimeout(connection, left);
+    const count = Number(read());
+    if (count >= 0 || errno() !== EINTR) return count;
+  }
 }
 
 function receiveTimeout(connection, milliseconds) {
@@ -350,6 +364,9 @@ function reap() {
   while (c.waitpid(-1, status, 1 /* WNOHANG */) > 0);
 }
 
+// what serve() throws for a connection that ended with nothing in it
+const GONE = new Error('the requester went away before asking');
+
 // The zygote's loop: never returns in the zygote; returns the driver's arguments in a driver.
 function serve() {
   // Standard input is a pipe whose other end only the service holds, and never writes to: it closes
@@ -371,12 +388,13 @@ function serve() {
     let request = { fds: [] }, peer = null;
     try {
       request = receive(connection);
+      if (request.gone) throw GONE;
       if (request.fds.length !== 3) throw new Error('not a request for a driver');
       peer = requester(connection, requestedEnvironment(request.request));
       untilOthersAsleep();
       if (forkInto(peer) === 0) return becomeDriver(connection, request.fds, peer);
     } catch (error) {
-      fs.writeSync(2, `scenariokit driver zygote: request refused: ${error.message}\n`);
+      if (error !== GONE) fs.writeSync(2, `scenariokit driver zygote: request refused: ${error.message}\n`);
     }
     request.fds.forEach((fd) => c.close(fd));
     if (peer) [peer.pidfd, peer.cwd].forEach((fd) => c.close(fd));
