@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from process_checks import alive, descendants
 
+from process_checks import alive, descendants
 from scenariokit.storage.opening import open_store
 from scenariokit.storage.sqlalchemy import SqlStore, unique_schema
 

@@ -17,8 +17,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from process_checks import alive, descendants, describe
 
+from process_checks import alive, descendants, describe
 from scenariokit.storage.sqlalchemy import SqlStore, unique_schema
 
 SCENARIOKIT = [sys.executable, "-m", "scenariokit.cli"]

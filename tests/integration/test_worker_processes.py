@@ -22,8 +22,8 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
-from process_checks import alive, descendants, describe
 
+from process_checks import alive, descendants, describe
 from scenariokit.storage.sqlalchemy import unique_schema
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
