@@ -40,24 +40,6 @@ let recording = true;
 
 // --- what loading reads of the process's surroundings ----------------------------------------------
 
-const readVariables = new Map();
-let listedVariables = null;
-const processEnv = process.env;
-process.env = new Proxy(processEnv, {
-  get(target, name) {
-    const value = target[name];
-    if (building && recording && typeof name === 'string' && !readVariables.has(name)) readVariables.set(name, value ?? null);
-    return value;
-  },
-  has(target, name) {
-    if (building && recording && typeof name === 'string' && !readVariables.has(name)) readVariables.set(name, target[name] ?? null);
-    return name in target;
-  },
-  ownKeys(target) {
-    if (building && recording) listedVariables = Object.keys(target).sort();
-    return Reflect.ownKeys(target);
-  },
-});
 let clockOriginRead = false;
 const performanceProto = Object.getPrototypeOf(performance);
 const timeOrigin = Object.getOwnPropertyDescriptor(performanceProto, 'timeOrigin');
@@ -189,6 +171,13 @@ function load(file) {
   return module.exports;
 }
 
+// driver_environment.js, loaded with the loader above (an entry that builds a snapshot may require only
+// Node's own modules): what the driver's loading reads of the environment is recorded from here on.
+const processEnv = process.env;
+const environment = load(path.join(path.dirname(path.resolve(process.argv[1])), 'driver_environment.js'))
+  .recordingView(processEnv, () => building && recording);
+process.env = environment.view;
+
 load(path.join(PACKAGE, 'lib', 'bootstrap.js'));
 const core = load(path.join(PACKAGE, 'lib', 'coreBundle.js'));
 const utils = load(path.join(PACKAGE, 'lib', 'utilsBundle.js'));
@@ -214,8 +203,6 @@ async function warmUp(options) {
   }
 }
 
-let variables = null;
-
 // Loading (and the warm-up) done: what the snapshot holds is checked, and what loading read is fixed.
 function finish() {
   const loadedNatives = NATIVE_PARTS.filter((part) => process.moduleLoadList.includes(part));
@@ -225,7 +212,6 @@ function finish() {
   }
   building = false;
   process.env = processEnv;
-  variables = [...readVariables];
 }
 
 if (WARM_UP === null) {
@@ -239,11 +225,7 @@ if (WARM_UP === null) {
 
 // The one check done at start: which variable read while loading has changed since (null: none).
 function changedVariable() {
-  for (const [name, value] of variables) if ((process.env[name] ?? null) !== value) return name;
-  if (listedVariables !== null && Object.keys(process.env).sort().join('\0') !== listedVariables.join('\0')) {
-    return 'the list of variables';
-  }
-  return null;
+  return environment.changedIn(new Map(Object.entries(process.env)));
 }
 
 v8.startupSnapshot.setDeserializeMainFunction(() => {

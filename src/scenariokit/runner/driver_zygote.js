@@ -117,26 +117,11 @@ function untilOthersAsleep() {
   throw new Error('a thread of the zygote kept running');
 }
 
-// What loading reads of the environment is kept by the driver's modules: a requester whose value of
-// one of those variables differs (or whose list of variables does, when loading listed them) gets no
-// forked driver, and starts its own, which reads its own.
-const readVariables = new Map();
-let listedVariables = null;
+// What loading reads of the environment is recorded (driver_environment.js): a requester whose
+// environment differs there gets no forked driver, and starts its own.
 const processEnv = process.env;
-process.env = new Proxy(processEnv, {
-  get(target, name) {
-    if (typeof name === 'string' && !readVariables.has(name)) readVariables.set(name, target[name] ?? null);
-    return target[name];
-  },
-  has(target, name) {
-    if (typeof name === 'string' && !readVariables.has(name)) readVariables.set(name, target[name] ?? null);
-    return name in target;
-  },
-  ownKeys(target) {
-    listedVariables = Object.keys(target).sort();
-    return Reflect.ownKeys(target);
-  },
-});
+const environment = require('./driver_environment.js').recordingView(processEnv);
+process.env = environment.view;
 require(path.join(PACKAGE, 'lib', 'bootstrap.js'));
 const core = require(path.join(PACKAGE, 'lib', 'coreBundle.js'));
 const utils = require(path.join(PACKAGE, 'lib', 'utilsBundle.js'));
@@ -153,10 +138,7 @@ process.env = processEnv;
 
 // The variable read while loading whose value the requester's environment does not share (null: none).
 function changedVariable(environ) {
-  const theirs = new Map(environ.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]));
-  for (const [name, value] of readVariables) if ((theirs.get(name) ?? null) !== value) return name;
-  if (listedVariables !== null && [...theirs.keys()].sort().join('\0') !== listedVariables.join('\0')) return 'the list of variables';
-  return null;
+  return environment.changedIn(new Map(environ.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)])));
 }
 
 // The namespaces bubblewrap makes for a sandbox, and those a sandbox shares with the host. A requester
