@@ -99,6 +99,17 @@ async def until_warm(pool: Any) -> None:
         await asyncio.sleep(0.05)
 
 
+def tree_environment(tree: Path) -> dict[str, str]:
+    """This process's environment for a child running the scenariokit of the checkout ``tree``.
+
+    Its plugin distributions (``plugins/*/src``) come before the installed ones, which are this
+    tree's: the installed entry points then load that tree's plugins, which import what it has (this
+    tree's import what only it has, and that release's workers would run without any plugin).
+    """
+    paths = [tree / "src", *sorted(tree.glob("plugins/*/src"))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(str(path) for path in paths)}
+
+
 def per_minute(count: int, seconds: float) -> float:
     """Runs per minute."""
     return count / seconds * 60 if seconds > 0 else float("inf")

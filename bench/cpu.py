@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _shared import STEPS, CpuSampler, bare_playwright, serve_page, until_warm
+from _shared import STEPS, CpuSampler, bare_playwright, serve_page, tree_environment, until_warm
 
 import scenariokit
 from scenariokit.domain.model import RunStatus
@@ -98,7 +98,7 @@ async def reused_cpu(tree: Path, url: str, count: int, workers: int) -> None:
     child = await asyncio.create_subprocess_exec(
         sys.executable, str(Path(__file__).parent / "_tree_runs.py"), url, str(count), str(workers),
         json.dumps(STEPS), "--handshake",
-        env={**os.environ, "PYTHONPATH": str(tree / "src")}, cwd=tempfile.gettempdir(),
+        env=tree_environment(tree), cwd=tempfile.gettempdir(),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert child.stdin is not None and child.stdout is not None

@@ -44,6 +44,7 @@ from _shared import (
     per_minute,
     serve_page,
     timeline_lines,
+    tree_environment,
     until_warm,
 )
 
@@ -107,7 +108,7 @@ async def through_tree(
 ) -> float:
     """Seconds for ``count`` runs with ``workers`` workers through the scenariokit of ``tree``, its
     browsers launched with ``browser_args`` as well."""
-    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    env = tree_environment(tree)
     added = ["--browser-args", json.dumps(list(browser_args))] if browser_args else []
     child = await asyncio.create_subprocess_exec(
         sys.executable, str(BENCH / "_tree_runs.py"), url, str(count), str(workers), json.dumps(STEPS),
