@@ -102,9 +102,10 @@ async def until_warm(pool: Any) -> None:
 def tree_environment(tree: Path) -> dict[str, str]:
     """This process's environment for a child running the scenariokit of the checkout ``tree``.
 
-    Its plugin distributions (``plugins/*/src``) come before the installed ones, which are this
-    tree's: the installed entry points then load that tree's plugins, which import what it has (this
-    tree's import what only it has, and that release's workers would run without any plugin).
+    The installed plugin distributions are this tree's, and import what only this tree has: loaded by
+    an older release, they fail, and its workers run without any plugin. So the checkout's own
+    plugins (``plugins/*/src``) come on ``PYTHONPATH`` after its ``src``, ahead of the installed
+    ones, and the installed entry points load those.
     """
     paths = [tree / "src", *sorted(tree.glob("plugins/*/src"))]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(str(path) for path in paths)}
