@@ -123,6 +123,8 @@ class RunPage:
     #: how to open the trace when the page cannot (a local report: ``playwright show-trace``)
     trace_hint: str | None = None
     artifacts: tuple[ArtifactLink, ...] = ()
+    #: the videos of the run's pages (``video.webm``, ``video-2.webm`` …), shown in the page
+    videos: tuple[ArtifactLink, ...] = ()
     log: tuple[LogLine, ...] = ()
     #: the log's paging (the service pages it; a local report holds its whole log)
     log_pager: Pager | None = None
@@ -212,6 +214,7 @@ def run_page(
         trace_url=trace_url,
         trace_hint=trace_hint,
         artifacts=artifacts,
+        videos=tuple(a for a in artifacts if a.content_type == "video/webm"),
         log=tuple(line if isinstance(line, LogLine) else LogLine(line.level, line.message) for line in log),
         log_pager=log_pager,
         log_query=log_query,

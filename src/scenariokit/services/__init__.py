@@ -14,6 +14,7 @@ from scenariokit.storage.ports import Store
 from .authoring import AuthoringService
 from .base import AuthoringControl, Context, NoAuthoring, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
+from .devices import DeviceService
 from .runs import RunService
 from .scenarios import ScenarioService
 from .schedules import ScheduleService
@@ -50,6 +51,7 @@ class Services:
         self.schedules = ScheduleService(self.context)
         self.transfer = TransferService(self.context)
         self.authoring = AuthoringService(self.context)
+        self.devices = DeviceService(self.context)
 
     @property
     def store(self) -> Store:
