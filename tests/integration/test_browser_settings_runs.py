@@ -38,7 +38,8 @@ PASSWORD = "pa55-Staging-Secret"
 #: the first bytes of every WebM (EBML) file
 WEBM_MAGIC = b"\x1a\x45\xdf\xa3"
 
-HOME = """<!doctype html><title>Store finder</title><h1>Find a store</h1>
+HOME = """<!doctype html><meta name="viewport" content="width=device-width"><title>Store finder</title>
+<h1>Find a store</h1>
 <script src="/tracker.js"></script>
 <script src="/app.js"></script>"""
 

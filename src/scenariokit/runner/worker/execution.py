@@ -39,6 +39,7 @@ from scenariokit.runner.protocol import (
     step_timeout_message,
     syntax_failure,
 )
+from scenariokit.runner.worker.browser import video_recorder
 from scenariokit.runner.worker.plugin_hooks import PluginHooks
 from scenariokit.runner.worker.stepcode import (
     SnippetLibrary,
@@ -229,6 +230,10 @@ class RunExecution:
                 "no video: the run uses linked credentials and a video shows what the page showed; "
                 'browser video "on" records one anyway',
             )
+            return "off"
+        missing = video_recorder()
+        if missing is not None:
+            self._log("warning", f"no video: {missing}")
             return "off"
         return job.video
 
