@@ -5,10 +5,15 @@ Applying them to a real browser is tests/integration/test_browser_settings_runs.
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 from api_support import API, Client, both_backends, created, problem_of
+
+from scenariokit.domain.job import RunFinished
+from scenariokit.domain.model import utcnow
 
 MOBILE = {
     "device": "iPhone 13",
@@ -211,3 +216,29 @@ async def test_a_credential_answering_http_authentication_cannot_be_unlinked(cli
     # dropping the link with the settings in one write is fine
     patched = await client.patch(f"{API}/scenarios/{scenario['id']}", json={"credentials": [], "browser": {}})
     assert patched.status == 200, await patched.text()
+
+
+async def test_a_runs_video_is_listed_served_and_shown_in_its_report(
+    client: Client, services: Any, artifacts_dir: Path
+) -> None:
+    environment = await created(client, f"{API}/environments", {"name": "e", "data": {"url": "http://x"}})
+    scenario = await created(client, f"{API}/scenarios", {"name": "s", "browser": {"video": "on"}})
+    run = await created(
+        client, f"{API}/run", {"scenarioId": scenario["id"], "environmentId": environment["id"]}
+    )
+    video = b"\x1a\x45\xdf\xa3" + b"\x00" * 64  # what the worker saved: the page's WebM
+    (artifacts_dir / run["id"]).mkdir(parents=True)
+    (artifacts_dir / run["id"] / "video.webm").write_bytes(video)
+    now = utcnow()
+    outcome = RunFinished(status="pass", error=None, step_results=(), started_at=now, finished_at=now)
+    await services.runs.finish(uuid.UUID(run["id"]), outcome, artifacts=["video.webm"])
+
+    detail = await (await client.get(f"{API}/run/{run['id']}")).json()
+    url = f"{API}/run/{run['id']}/artifacts/video.webm"
+    assert detail["artifacts"] == [{"name": "video.webm", "url": url, "contentType": "video/webm"}]
+    served = await client.get(url)
+    assert served.content_type == "video/webm" and await served.read() == video
+    page = await client.get(f"/report/runs/{run['id']}")
+    html = await page.text()
+    assert f'<video class="video" controls preload="metadata" src="{url}"' in html
+    assert "media-src 'self'" in page.headers["Content-Security-Policy"]

@@ -173,13 +173,16 @@ def video_recorder(env: Mapping[str, str] = os.environ) -> str | None:
 
     Playwright records with its own ffmpeg build. Without it, an ``ffmpeg`` on ``PATH`` (Debian's
     package) is linked where Playwright looks, when that is the worker's own private home (the
-    default: ``PLAYWRIGHT_BROWSERS_PATH`` unset); a folder the operator chose is never written to.
+    default: ``PLAYWRIGHT_BROWSERS_PATH`` unset, and ``HOME`` inside the run's private working
+    directory, as every worker has it); a folder the operator chose, or a user's own home, is never
+    written to.
     """
     target = playwright_ffmpeg_path(env)
     if _is_executable(target):
         return None
     system = shutil.which("ffmpeg", path=env.get("PATH", os.defpath))
-    if system and not env.get("PLAYWRIGHT_BROWSERS_PATH"):
+    private = Path(env.get("HOME", "/nonexistent")).resolve().is_relative_to(Path.cwd().resolve())
+    if system and not env.get("PLAYWRIGHT_BROWSERS_PATH") and private:
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.symlink_to(system)
