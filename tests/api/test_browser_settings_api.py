@@ -222,7 +222,8 @@ async def test_a_runs_video_is_listed_served_and_shown_in_its_report(
     client: Client, services: Any, artifacts_dir: Path
 ) -> None:
     environment = await created(client, f"{API}/environments", {"name": "e", "data": {"url": "http://x"}})
-    scenario = await created(client, f"{API}/scenarios", {"name": "s", "browser": {"video": "on"}})
+    browser = {"video": "on", "device": "Pixel 7", "extraHTTPHeaders": {"X-Token": "t0k"}}
+    scenario = await created(client, f"{API}/scenarios", {"name": "s", "browser": browser})
     run = await created(
         client, f"{API}/run", {"scenarioId": scenario["id"], "environmentId": environment["id"]}
     )
@@ -242,3 +243,5 @@ async def test_a_runs_video_is_listed_served_and_shown_in_its_report(
     html = await page.text()
     assert f'<video class="video" controls preload="metadata" src="{url}"' in html
     assert "media-src 'self'" in page.headers["Content-Security-Policy"]
+    summary = 'id="browser-settings">device Pixel 7 · extraHTTPHeaders X-Token · video on</dd>'
+    assert summary in html and "t0k" not in html  # header names only
