@@ -153,7 +153,7 @@ def browser_summary(settings: BrowserSettings) -> str | None:
         if value is None:
             continue
         if isinstance(value, Viewport):
-            text = f"{value.width}×{value.height}"
+            text = f"{value.width}x{value.height}"
         elif isinstance(value, Geolocation):
             text = f"{value.latitude}, {value.longitude}"
         elif isinstance(value, HttpCredentials):
