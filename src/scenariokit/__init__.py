@@ -103,8 +103,6 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "scenariokit.formats.queries": (
         "CredentialQuery",
         "EnvironmentQuery",
-    "Geolocation",
-    "HttpCredentials",
         "LogQuery",
         "Page",
         "RunQuery",
