@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 from aiohttp_apispec import AiohttpApiSpec, docs
+from aiohttp_apispec.aiohttp_apispec import NAME_SWAGGER_SPEC
 from apispec import APISpec
 from marshmallow import Schema
 
@@ -222,21 +223,25 @@ def setup_openapi(app: web.Application, settings: Settings, *, version: str) -> 
     """Serve the OpenAPI document of every route added so far, and Swagger UI.
 
     This is what ``setup_aiohttp_apispec(app, ...)`` does (``AiohttpApiSpec(...).register(app)``),
-    spelled out so the OpenAPI 3.0 ``APISpec`` is in place before the routes are read.
+    spelled out so the OpenAPI 3.0 ``APISpec`` and scenariokit's schema converter are in place before
+    the routes are read, and so the document is served by :func:`serve_document`, which names the
+    server it is fetched from.
     """
-    registry = AiohttpApiSpec(
-        url=OPENAPI_PATH,
-        swagger_path=DOCS_PATH,
-        static_path=DOCS_STATIC_PATH,
-        title="scenariokit",
-        version=version,
-    )
+    registry = AiohttpApiSpec(url=None, title="scenariokit", version=version)
+    registry.plugin = schemas.SchemaPlugin(schema_name_resolver=registry.plugin.schema_name_resolver)
     registry.spec = APISpec(
         title="scenariokit",
         version=version,
         openapi_version=OPENAPI_VERSION,
         plugins=(registry.plugin,),
-        info={"description": "Store browser-automation test scenarios and run them in real Chromium."},
+        info={
+            "description": "Store browser-automation test scenarios and run them in real Chromium. "
+            "Errors are RFC 9457 problem details; lists are paged by `page` and `limit`. "
+            "The guides: docs/rest.md in the scenariokit repository.",
+            "contact": {"name": "scenariokit"},
+            "license": {"name": "MIT"},
+        },
+        servers=[{"url": settings.url, "description": "this server"}],
         tags=list(TAGS),
     )
     registry.spec.components.schema("Problem", schema=schemas.Problem)
@@ -245,6 +250,20 @@ def setup_openapi(app: web.Application, settings: Settings, *, version: str) -> 
         warnings.simplefilter("ignore", web.NotAppKeyWarning)
         registry.register(app, in_place=True)
     _finish_document(app["swagger_dict"], bearer=bool(settings.api_tokens))
+    app.router.add_get(OPENAPI_PATH, serve_document, name=NAME_SWAGGER_SPEC)
+    # Swagger UI's page and assets, as register() adds them when it serves the document itself
+    registry._add_swagger_web_page(app, DOCS_STATIC_PATH, DOCS_PATH)
+
+
+async def serve_document(request: web.Request) -> web.Response:
+    """The OpenAPI document, its ``servers`` naming the server as this request reached it.
+
+    The ``Host`` a request names is one the trust boundary accepted (421 otherwise), so Swagger UI's
+    "Try it out" and a client generated from a downloaded document call the server they came from.
+    """
+    document = dict(request.app["swagger_dict"])
+    document["servers"] = [{"url": str(request.url.origin()), "description": "this server"}]
+    return web.json_response(document)
 
 
 def _finish_document(document: dict[str, Any], *, bearer: bool) -> None:
