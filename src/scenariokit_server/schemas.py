@@ -264,7 +264,11 @@ RunBatch = Schema.from_dict(
         "batchId": fields.UUID(
             required=True, metadata={"description": "lists them: GET /api/v1/run?batchId="}
         ),
-        "runs": fields.List(fields.Nested(Run), required=True),
+        "runs": fields.List(
+            fields.Nested(Run),
+            required=True,
+            metadata={"description": "one run per environment, as a list shows them; only a batch has `runs`"},
+        ),
     },
     name="RunBatchSchema",
 )

@@ -42,7 +42,7 @@ def test_every_route_is_documented_once(document: dict[str, Any]) -> None:
     assert len(operation_ids) == len(set(operation_ids))
     for path, ops in document["paths"].items():
         for method, op in ops.items():
-            assert op["summary"] and op["tags"], (method, path)
+            assert op["summary"] and op["description"] and op["tags"], (method, path)
             assert "default" in op["responses"], (method, path)
             assert "produces" not in op
             names = {p["name"] for p in op.get("parameters", []) if p["in"] == "path"}
