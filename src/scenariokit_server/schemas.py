@@ -267,7 +267,7 @@ RunBatch = Schema.from_dict(
         "runs": fields.List(
             fields.Nested(Run),
             required=True,
-            metadata={"description": "one run per environment, as a list shows them; only a batch has `runs`"},
+            metadata={"description": "one run per environment, as lists show runs; only a batch has `runs`"},
         ),
     },
     name="RunBatchSchema",

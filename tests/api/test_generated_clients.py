@@ -165,17 +165,28 @@ def test_typescript_client_compiles_strictly_and_runs_the_round_trip(
     (work / "node_modules").symlink_to(npm_tools / "node_modules")
     shutil.copy(CLIENTS / "usage.mts", work / "usage.mts")
     _succeeded(
-        _run([bin_dir / "openapi-typescript", f"{live_url}/docs/openapi.json", "-o", "api.d.ts"], cwd=work),
+        _run([bin_dir / "openapi-typescript", f"{live_url}/docs/openapi.json", "-o", "api.ts"], cwd=work),
         "openapi-typescript",
     )
-    types = (work / "api.d.ts").read_text()
+    types = (work / "api.ts").read_text()
     # a nullable reference is the thing or null, never a phantom empty object besides
     assert "Record<string, never> | null" not in types
     assert 'error: components["schemas"]["RunError"] | null;' in types
     assert 'session: components["schemas"]["Session"] | null;' in types
-    compiler = ["--strict", "--target", "es2022", "--lib", "es2022,dom", "--module", "nodenext"]
+    # the generated types and the usage file are checked whole; the libraries' own declarations (the
+    # DOM's, openapi-fetch's) are not ours to check, and skipping them halves the compile
+    compiler = [
+        "--strict",
+        "--skipLibCheck",
+        "--target",
+        "es2022",
+        "--lib",
+        "es2022,dom",
+        "--module",
+        "nodenext",
+    ]
     _succeeded(
-        _run([bin_dir / "tsc", *compiler, "--outDir", "out", "usage.mts", "api.d.ts"], cwd=work),
+        _run([bin_dir / "tsc", *compiler, "--outDir", "out", "usage.mts", "api.ts"], cwd=work),
         "tsc --strict",
     )
     ran = _succeeded(_run(["node", "out/usage.mjs", live_url], cwd=work), "the TypeScript round trip")

@@ -46,7 +46,7 @@ async def list_runs(request: web.Request) -> web.Response:
     "instead, one run per environment is queued as a batch: the answer is a `RunBatch`, `{batchId, "
     "runs}`, and `GET /api/v1/run?batchId=` lists them (docs/monitoring.md). The two answers differ "
     "by `runs`, which only a batch has (a single run's `batchId` is null): one check tells them apart, "
-    'in TypeScript `if ("runs" in answer)`.',
+    '`"runs" in answer` in TypeScript, `isinstance(answer, RunBatch)` in a generated Python client.',
     status=201,
     body={"oneOf": [schemas.RunInput, schemas.RunBatchInput]},
     response={"oneOf": [schemas.RunDetail, schemas.RunBatch]},

@@ -1,6 +1,7 @@
 // A frontend's use of the client generated from /docs/openapi.json: openapi-typescript's types
-// (./api.js, generated next to this file by the test) through openapi-fetch. Compiled with
-// `tsc --strict` and then run against a live server by tests/api/test_generated_clients.py.
+// (api.ts, generated next to this file by the test; imported as ./api.js, as Node's ES modules name
+// it) through openapi-fetch. Compiled with `tsc --strict` and then run against a live server by
+// tests/api/test_generated_clients.py.
 // Nothing here is cast: every answer is narrowed the way the document says it can be.
 //
 // One function per resource, called in order from main(). A new resource (revisions, audit) is one
