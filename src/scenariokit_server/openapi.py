@@ -1,9 +1,14 @@
 """The OpenAPI 3 document at ``/docs/openapi.json`` and the Swagger UI at ``/docs``.
 
-aiohttp-apispec collects what the ``@operation`` decorator records on each view and serves the
-document and Swagger UI. Version 3.0.0b2 builds an OpenAPI 2.0 ``APISpec`` and writes its own additions
-(``produces``, untyped path parameters) in the 2.0 form, so :func:`setup_openapi` gives it an OpenAPI
-3.0 ``APISpec`` before the routes are registered and :func:`_finish_document` rewrites those additions
+aiohttp-apispec collects what the ``@operation`` decorator records on each view and serves Swagger
+UI; :func:`serve_document` serves the document, its ``servers`` naming the server it was fetched
+from. The document is written for client generators (docs/rest.md, Generated clients): every
+operation has a summary and a description, and Spectral's ``spectral:oas`` ruleset finds no problem
+(``.spectral.yaml``; tests/api/test_generated_clients.py).
+
+aiohttp-apispec 3.0.0b2 builds an OpenAPI 2.0 ``APISpec`` and writes its own additions (``produces``,
+untyped path parameters) in the 2.0 form, so :func:`setup_openapi` gives it an OpenAPI 3.0
+``APISpec`` before the routes are registered and :func:`_finish_document` rewrites those additions
 in the 3.0 form. Bodies and responses are documented in the 3.0 form through ``@docs``
 (``requestBody``, ``content``), since ``@request_schema``/``@response_schema`` write 2.0 body
 parameters. The library's validation middleware is not installed: request bodies are checked by
@@ -88,6 +93,9 @@ def operation(
     description: str | None = None,
 ) -> Callable[[F], F]:
     """Document a view: its tag, summary, query parameters, body, success response and error statuses.
+
+    Give every operation a ``description`` for the reader of Swagger UI and of generated clients (what
+    the answer holds, what the parameters do); tests/api/test_openapi.py and Spectral hold them to it.
 
     ``response``, ``body`` and ``other_responses`` (non-problem JSON answers by status) are marshmallow
     schemas or plain JSON Schema mappings. Every operation also documents a ``default`` problem
@@ -251,7 +259,8 @@ def setup_openapi(app: web.Application, settings: Settings, *, version: str) -> 
         registry.register(app, in_place=True)
     _finish_document(app["swagger_dict"], bearer=bool(settings.api_tokens))
     app.router.add_get(OPENAPI_PATH, serve_document, name=NAME_SWAGGER_SPEC)
-    # Swagger UI's page and assets, as register() adds them when it serves the document itself
+    # Swagger UI's page and assets, added as register() adds them when it serves the document itself
+    # (url=None above leaves both to us); the page finds the document by the route's name
     registry._add_swagger_web_page(app, DOCS_STATIC_PATH, DOCS_PATH)
 
 
