@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from live_server import serve
 
-from scenariokit_server import Settings
+from scenariokit_server import Settings, create_app
 
 CLIENTS = Path(__file__).parent / "clients"
 ROOT = Path(__file__).parents[2]
@@ -140,6 +140,22 @@ def python_generator() -> Path:
                     pytest.skip(f"PyPI is unreachable; cannot install {name}=={version}")
                 _succeeded(result, f"pip install {name}")
     return python
+
+
+#: Resources the round trips leave out, with why: authoring sessions need a scheduler and a browser
+#: (tests/api and tests/mcp drive them for real).
+NOT_IN_THE_ROUND_TRIPS = {"authoring"}
+
+
+def test_the_round_trips_touch_every_resource() -> None:
+    """A resource the document gains (audit, say) needs a function in usage.mts and in round_trip.py."""
+    document = create_app(Settings(database_url="sqlite://"))["swagger_dict"]
+    resources = {path.split("/")[3] for path in document["paths"] if path.startswith("/api/v1/")}
+    for usage in (CLIENTS / "usage.mts", CLIENTS / "round_trip.py"):
+        text = usage.read_text()
+        touched = {name for name in resources if f"/api/v1/{name}" in text or f"api.{name}" in text}
+        missing = resources - touched - NOT_IN_THE_ROUND_TRIPS
+        assert not missing, f"{usage.name} does not use /api/v1/{sorted(missing)}: add a function for each"
 
 
 @pytest.fixture
