@@ -358,9 +358,8 @@ class WorkerHandle:
                 report = WorkerGone(self._wait_for_exit())
             except UnreadableFrame as exc:  # not ours to act on: say so (never a secret of its run), read on
                 why = mask_text(str(exc), self.secrets)
-                logger.warning(
-                    "unreadable report from worker %s (run %s): %s", self.pid, self.current_run, why
-                )
+                run = f" (run {self.current_run})" if self.current_run is not None else ""
+                logger.warning("unreadable report from worker %s%s: %s", self.pid, run, why)
                 continue
             try:
                 loop.call_soon_threadsafe(deliver, report)
