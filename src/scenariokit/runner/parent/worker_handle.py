@@ -5,9 +5,9 @@ here, :func:`.sandbox.sandbox_command`), or started with its own command line
 (:func:`.sandbox.worker_command`) where the zygote cannot serve: either way a minimal environment,
 its private directory, under bubblewrap when the pool has it, and with its standard output and
 error piped back to the pool, so nothing it writes reaches the server's own log. Reports
-are read by a thread that blocks on the pipe and hands each one to the event loop, so the loop never
-blocks on a worker, whatever state that worker is in; they are decoded with
-:func:`.protocol.decode_report`, never trusted as pickles.
+are read by a thread that blocks on the worker's channel and hands each one to the event loop, so
+the loop never blocks on a worker, whatever state that worker is in; they are typed frames
+(:class:`.protocol.Channel`), and anything else is logged, naming the worker, and skipped.
 """
 
 from __future__ import annotations
