@@ -25,6 +25,7 @@ from scenariokit.runner.confinement.cgroups import open_run_groups
 from scenariokit.runner.confinement.sandbox import SandboxConfig, SandboxMode, bubblewrap_works
 from scenariokit.runner.parent import executor
 from scenariokit.runner.parent.executor import WorkerPool
+from scenariokit.runner.worker.browser import discover_browser
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 JobFactory = Callable[..., RunJob]
@@ -85,8 +86,9 @@ async def test_a_run_passes_without_the_capability_and_the_log_says_what_was_lef
     tmp_path: Path,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="scenariokit")
+    browser = discover_browser()  # found before PATH may lose it
     mode, note = take_away(what, monkeypatch, tmp_path)
-    pool = WorkerPool(1, sandbox=SandboxConfig(mode=mode, pass_env=("RUNNER_TEST_MARK",)))
+    pool = WorkerPool(1, browser=browser, sandbox=SandboxConfig(mode=mode, pass_env=("RUNNER_TEST_MARK",)))
     try:
         await pool.start()
         outcome, _ = await run(make_job("print('ran without', helpers.env.get('url') is not None)"), pool)

@@ -206,6 +206,10 @@ _EVENT_TYPES: tuple[type, ...] = (
 _FRAME_TYPES = {cls.__name__: cls for cls in (WorkerOptions, *COMMAND_TYPES, *REPORT_TYPES, ForkRequest)}
 #: how many of a refused frame's problems a message names
 _PROBLEMS_SHOWN = 3
+#: JSON's own encoder and decoder, bound once: a run that replaces ``json.dumps`` in its worker (step
+#: code may) still reports through these
+_ENCODE_JSON = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+_DECODE_JSON = json.JSONDecoder().decode
 
 
 class UnreadableFrame(ValueError):
@@ -335,13 +339,13 @@ def encode_frame(frame: Any) -> bytes:
     if _FRAME_TYPES.get(name) is not type(frame):
         raise TypeError(f"{name} is not a frame")
     body = {"type": name, **_WIRE.unstructure(frame)}
-    return json.dumps(body, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    return _ENCODE_JSON(body).encode("ascii")
 
 
 def decode_frame(data: bytes, expected: tuple[type[T], ...]) -> T:
     """The frame ``data`` holds, when it is one of the ``expected`` types; else :class:`UnreadableFrame`."""
     try:
-        parsed = json.loads(data)
+        parsed = _DECODE_JSON(data.decode("utf-8"))
     except (ValueError, RecursionError):
         raise UnreadableFrame(f"not a JSON frame ({len(data)} bytes)") from None
     if not isinstance(parsed, dict):
