@@ -39,6 +39,7 @@ from scenariokit_server.settings import Settings, SettingsError, UnsafeBindError
 from scenariokit_server.trace import ArtifactLinks, setup_trace_viewer
 from scenariokit_server.views import (
     API_PREFIX,
+    audit,
     authoring,
     credentials,
     environments,
@@ -188,6 +189,7 @@ def _route_table() -> list[tuple[str, str, Handler]]:
         ("DELETE", f"{API_PREFIX}/authoring/{{id}}", authoring.end),
         ("POST", f"{API_PREFIX}/authoring/{{id}}/exec", authoring.execute),
         ("POST", f"{API_PREFIX}/authoring/{{id}}/save", authoring.save),
+        ("GET", f"{API_PREFIX}/audit", audit.list_audit),
     ]
 
 

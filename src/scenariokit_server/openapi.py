@@ -22,7 +22,15 @@ from aiohttp_apispec import AiohttpApiSpec, docs
 from apispec import APISpec
 from marshmallow import Schema
 
-from scenariokit.formats.queries import DEFAULT_LIMIT, MAX_LIMIT, MAX_PAGE, ListQuery, RunQuery, ScheduleQuery
+from scenariokit.formats.queries import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    MAX_PAGE,
+    AuditQuery,
+    ListQuery,
+    RunQuery,
+    ScheduleQuery,
+)
 from scenariokit_server import schemas
 from scenariokit_server.settings import Settings
 
@@ -55,6 +63,7 @@ TAGS = (
     {"name": "schedules", "description": "Runs queued on a cron or an interval"},
     {"name": "transfer", "description": "YAML export and import"},
     {"name": "authoring", "description": "Live authoring sessions: explore a site, keep what worked"},
+    {"name": "audit", "description": "Who wrote what, through which door (admin scope)"},
     {"name": "health", "description": "Liveness of the service and its dependencies"},
 )
 
@@ -171,6 +180,12 @@ def list_params(query: type[ListQuery], *, exclude: Iterable[str] = ()) -> list[
             query_param(
                 "batchId", {"type": "string", "format": "uuid"}, "runs queued together by one request"
             )
+        )
+    elif issubclass(query, AuditQuery):
+        params.append(query_param("resource", {"type": "string"}, "entries about this kind of record"))
+        params.append(query_param("tokenName", {"type": "string"}, "entries of writes made with this token"))
+        params.append(
+            query_param("since", {"type": "string", "format": "date-time"}, "entries at or after this time")
         )
     elif issubclass(query, ScheduleQuery):
         params.append(

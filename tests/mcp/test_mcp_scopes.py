@@ -4,6 +4,7 @@ token's name (the audit log records it)."""
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 from mcp_support import Served, ServerFactory, call, connect, fail
 
@@ -20,7 +21,9 @@ async def team(start_server: ServerFactory) -> Served:
     return await start_server(api_tokens=(f"dash:read:{READER}", f"ci:run:{RUNNER}", f"ops:admin:{ADMIN}"))
 
 
-@pytest.mark.parametrize(("token", "scope"), [(READER, Scope.READ), (RUNNER, Scope.RUN), (ADMIN, Scope.ADMIN)])
+@pytest.mark.parametrize(
+    ("token", "scope"), [(READER, Scope.READ), (RUNNER, Scope.RUN), (ADMIN, Scope.ADMIN)]
+)
 async def test_tools_list_shows_only_the_tools_the_token_may_call(
     team: Served, token: str, scope: Scope
 ) -> None:
@@ -42,8 +45,18 @@ async def test_calling_a_hidden_tool_is_an_error_naming_the_scope_and_changes_no
         assert "scope 'admin'" in (refused.structured_content or {})["detail"]
 
 
-async def test_the_admin_token_calls_every_tool(team: Served) -> None:
+async def test_the_admin_token_calls_every_tool_and_its_writes_are_audited_as_mcp(team: Served) -> None:
     async with connect(team.mcp_url, token=ADMIN) as mcp:
         assert len((await mcp.list_tools()).tools) == len(TOOL_SCOPES)
         created = await call(mcp, "create_scenario", name="by ops")
         assert (await call(mcp, "get_scenario", scenarioId=created["id"]))["name"] == "by ops"
+    async with connect(team.mcp_url, token=READER) as mcp:
+        await fail(mcp, "delete_scenario", scenarioId=created["id"])
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{team.url}/api/v1/audit", headers={"Authorization": f"Bearer {ADMIN}"}) as response,
+    ):
+        page = await response.json()
+    assert [(e["tokenName"], e["door"], e["action"], e["resourceId"]) for e in page["items"]] == [
+        ("ops", "mcp", "create", created["id"])
+    ]

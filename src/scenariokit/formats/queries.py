@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
 import attrs
@@ -213,6 +214,45 @@ class ScheduleQuery(ListQuery):
         kwargs = super()._kwargs(params)
         kwargs["scenario_id"] = _uuid(params.get("scenarioId"), "scenarioId")
         return kwargs
+
+
+@attrs.frozen
+class AuditQuery(ListQuery):
+    """The audit log, newest first; filters by ``resource``, ``tokenName`` and ``since`` (ISO 8601)."""
+
+    ORDER_BY: ClassVar[tuple[str, ...]] = ("at",)
+    DEFAULT_ORDER: ClassVar[tuple[str, OrderDir]] = ("at", "desc")
+
+    resource: str | None = None
+    token_name: str | None = None
+    since: datetime | None = None
+
+    @classmethod
+    def known_params(cls) -> frozenset[str]:
+        return (super().known_params() | {"resource", "tokenName", "since"}) - {"q"}
+
+    @classmethod
+    def _kwargs(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        kwargs = super()._kwargs(params)
+        for name, key in (("resource", "resource"), ("token_name", "tokenName")):
+            raw = params.get(key)
+            if raw is not None and not (0 < len(raw) <= 200):
+                raise InvalidQuery(f"invalid {key}", {key: "must be 1 to 200 characters"})
+            kwargs[name] = raw
+        kwargs["since"] = _since(params.get("since"))
+        return kwargs
+
+
+def _since(raw: str | None) -> datetime | None:
+    if raw is None:
+        return None
+    try:
+        value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidQuery(
+            "invalid since", {"since": "must be an ISO 8601 time, e.g. 2026-11-26T09:00:00Z"}
+        ) from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 @attrs.frozen
