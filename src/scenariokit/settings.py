@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from scenariokit.domain.access import ApiToken, TokenEntryError, parse_token_entries
+from scenariokit.logs import LOG_FORMATS, LogFormat, parse_log_format
 from scenariokit.runner.capacity import default_workers
 from scenariokit.runner.sandbox import (
     DEFAULT_MEMORY_MB,
@@ -119,6 +120,8 @@ class Settings:
     authoring_max: int = attrs.field(default=2, validator=_positive)
     #: seconds an unused authoring session stays open
     authoring_idle_seconds: float = attrs.field(default=600.0, validator=_positive)
+    #: how the service and the worker log: ``text`` or ``json``, one object a line (docs/deployment.md)
+    log_format: LogFormat = attrs.field(default="text", validator=attrs.validators.in_(LOG_FORMATS))
 
     @classmethod
     def from_env(
@@ -227,4 +230,5 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "driver_zygote": ("SCENARIOKIT_DRIVER_ZYGOTE", parse_flag),
     "authoring_max": ("SCENARIOKIT_AUTHORING_MAX", _positive_whole),
     "authoring_idle_seconds": ("SCENARIOKIT_AUTHORING_IDLE_SECONDS", _positive_number),
+    "log_format": ("SCENARIOKIT_LOG_FORMAT", parse_log_format),
 }

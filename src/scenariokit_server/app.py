@@ -19,6 +19,7 @@ from aiohttp.typedefs import Handler
 from aiohttp_cors.urldispatcher_router_adapter import ResourcesUrlDispatcherRouterAdapter
 
 from scenariokit.bootstrap import open_services, running_scheduler, stop_on_signals
+from scenariokit.logs import configure_logging
 from scenariokit.services import Services
 from scenariokit_server import keys
 from scenariokit_server.access import authorize
@@ -35,6 +36,7 @@ from scenariokit_server.errors import problem_middleware
 from scenariokit_server.mcp import setup_mcp
 from scenariokit_server.openapi import setup_openapi
 from scenariokit_server.reports import setup_reports
+from scenariokit_server.request_log import RequestAccessLogger, answer_request_id, request_ids
 from scenariokit_server.settings import Settings, SettingsError, UnsafeBindError
 from scenariokit_server.trace import ArtifactLinks, setup_trace_viewer
 from scenariokit_server.views import (
@@ -69,6 +71,7 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
     app = web.Application(
         # The trust boundary runs before authentication: a request it refuses learns nothing more.
         middlewares=[
+            request_ids,
             problem_middleware,
             trust_boundary(settings),
             authorize(settings, links),
@@ -76,6 +79,7 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
         client_max_size=settings.max_body_bytes,
     )
     app[keys.SETTINGS] = settings
+    app.on_response_prepare.append(answer_request_id)
     app[keys.BROWSER_FACTS] = health.BrowserFacts()
     if services is not None:
         app[keys.SERVICES] = services
@@ -268,14 +272,16 @@ def run_server(settings: Settings, *, processes: int = 1) -> None:
 
 def _serve_one_more(settings: Settings) -> None:
     """One of the further processes of ``serve --processes N`` (started by :func:`run_server`)."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_format)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve_until_stopped(settings, processes=1, reuse_port=True))
 
 
 async def _serve_until_stopped(settings: Settings, *, processes: int = 1, reuse_port: bool = False) -> None:
     stop = stop_on_signals()
-    runner = web.AppRunner(create_app(settings), handle_signals=False, **server_options())
+    runner = web.AppRunner(
+        create_app(settings), handle_signals=False, access_log_class=RequestAccessLogger, **server_options()
+    )
     others: list[multiprocessing.process.BaseProcess] = []
     try:
         await runner.setup()

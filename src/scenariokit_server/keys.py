@@ -20,6 +20,8 @@ SCHEDULER = web.AppKey("scheduler", Scheduler)
 BROWSER_FACTS: web.AppKey[BrowserFacts] = web.AppKey("browser_facts")
 #: who made a request: its door and token (set by :func:`scenariokit_server.access.authorize`)
 CALLER = web.RequestKey("caller", Caller)
+#: the request's id, answered in ``X-Request-Id`` and carried by its log lines
+REQUEST_ID = web.RequestKey("request_id", str)
 
 
 def settings(app: web.Application) -> Settings:
