@@ -22,7 +22,7 @@ from mcp_support import Served, Transcript, call, connect, fail, text_of
 from mcp_types import ImageContent
 
 from scenariokit.formats.inputs import LinkInput
-from scenariokit.runner.scheduler import Scheduler
+from scenariokit.runner.parent.scheduler import Scheduler
 
 pytestmark = pytest.mark.browser
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from mcp_support import Served, Transcript, call, connect, fail, text_of
 
-from scenariokit.runner.scheduler import Scheduler
+from scenariokit.runner.parent.scheduler import Scheduler
 
 OPEN_AND_CHECK = """\
 await page.goto(helpers.getEnvUrl())
