@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from scenariokit.domain.access import ApiToken, Scope
-from scenariokit.services.caller import Caller, calling_as
+from scenariokit.services.caller import Caller, Door, calling_as
 from scenariokit_server import keys
 from scenariokit_server.errors import problem
 from scenariokit_server.reports import ASSETS, INDEX_URL, REPORT_PREFIX, is_report_page, token_page
@@ -223,7 +223,7 @@ def authorize(settings: Settings, links: ArtifactLinks | None = None) -> Middlew
 
     @web.middleware
     async def authorize_request(request: web.Request, handler: Handler) -> web.StreamResponse:
-        door = "mcp" if request.path.startswith("/mcp") else "rest"
+        door: Door = "mcp" if request.path.startswith("/mcp") else "rest"
         token: ApiToken | None = None
         if tokens and request.method != "OPTIONS":
             needed = needed_scope(request)
