@@ -268,8 +268,17 @@ def _finish_document(document: dict[str, Any], *, bearer: bool) -> None:
         document.setdefault("components", {})["securitySchemes"] = {
             "bearerAuth": {"type": "http", "scheme": "bearer"}
         }
+    from scenariokit_server.access import ROUTE_SCOPES  # the access table documents the routes it guards
+
     for path, operations in document.get("paths", {}).items():
-        for op in operations.values():
+        for method, op in operations.items():
+            scope = ROUTE_SCOPES.get((method.upper(), path))
+            if scope is not None:
+                op["x-scenariokit-scope"] = scope.label
+                if bearer:
+                    op["responses"]["403"] = _problem_response(
+                        403, f"The token's scope does not hold `{scope.label}`"
+                    )
             op.pop("produces", None)
             op["parameters"] = [
                 _path_param(p) if p.get("in") == "path" else p for p in op.get("parameters", [])
