@@ -170,3 +170,17 @@ def test_entries_parse_into_named_scoped_tokens() -> None:
         (None, "admin"),
     ]
     assert READER not in repr(settings.tokens) and READER not in repr(settings)
+
+
+def test_serve_with_a_malformed_entry_exits_2_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    from scenariokit.cli import main
+
+    monkeypatch.setenv("SCENARIOKIT_API_TOKENS", f"ops:admin:{ADMIN},ci:sudo:{RUNNER}")
+    database = tmp_path / "never.db"
+    assert main(["serve", "--port", "0", "--database-url", f"sqlite:///{database}"]) == 2
+    error = capsys.readouterr().err
+    assert "SCENARIOKIT_API_TOKENS entry 2: unknown scope" in error
+    assert RUNNER not in error and ADMIN not in error
+    assert not database.exists()
