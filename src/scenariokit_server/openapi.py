@@ -182,8 +182,9 @@ def list_params(query: type[ListQuery], *, exclude: Iterable[str] = ()) -> list[
             )
         )
     elif issubclass(query, AuditQuery):
-        params.append(query_param("resource", {"type": "string"}, "entries about this kind of record"))
-        params.append(query_param("tokenName", {"type": "string"}, "entries of writes made with this token"))
+        text = {"type": "string", "minLength": 1, "maxLength": 200}
+        params.append(query_param("resource", text, "entries about this kind of record, e.g. `credential`"))
+        params.append(query_param("tokenName", text, "entries of writes made with the token of this name"))
         params.append(
             query_param("since", {"type": "string", "format": "date-time"}, "entries at or after this time")
         )

@@ -187,3 +187,14 @@ async def test_library_and_schedule_writes_are_recorded_with_their_door(team: Cl
         (None, "schedule", "fire", "schedule"),
     ]
     assert page["items"][0]["summary"] == "queued 1 run(s)"
+
+
+@both_databases
+@pytest.mark.parametrize(
+    ("since", "found"),
+    [("0001-01-01T00:00:00%2B01:00", 1), ("9999-12-31T23:59:59-01:00", 0), ("2000-01-01t23:59:60z", 1),
+     ("2000-01-01T00:00:00", 1), ("2000-01-01T00:00:00.123456789%2B05:30", 1)],
+)  # fmt: skip
+async def test_since_takes_any_rfc_3339_time_on_both_databases(team: Client, since: str, found: int) -> None:
+    await _post(team, f"{API}/environments", {"name": "e", "data": {}})
+    assert (await _audit(team, f"?since={since}"))["total"] == found

@@ -6,9 +6,10 @@ nothing unchecked ever reaches an adapter, let alone SQL.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
 import attrs
@@ -243,16 +244,34 @@ class AuditQuery(ListQuery):
         return kwargs
 
 
+#: An RFC 3339 leap second (``23:59:60``), read as the second before it.
+_LEAP_SECOND = re.compile(r"(?<=T\d\d:\d\d:)60", re.IGNORECASE)
+
+
 def _since(raw: str | None) -> datetime | None:
+    """An ISO 8601 / RFC 3339 time (``Z``, an offset, or none for UTC), in UTC; 400 naming ``since``."""
     if raw is None:
         return None
+    text = _LEAP_SECOND.sub("59", raw.strip())
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
     try:
-        value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        value = datetime.fromisoformat(text[:10] + text[10:11].upper() + text[11:])
     except ValueError:
         raise InvalidQuery(
             "invalid since", {"since": "must be an ISO 8601 time, e.g. 2026-11-26T09:00:00Z"}
         ) from None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # within a day of the first or last time there is: as far as it goes
+        offset = value.utcoffset()
+        return (
+            datetime.min.replace(tzinfo=UTC)
+            if offset and offset > timedelta(0)
+            else datetime.max.replace(tzinfo=UTC)
+        )
 
 
 @attrs.frozen
