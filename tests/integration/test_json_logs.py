@@ -4,12 +4,14 @@ object; the access log names each request by its id, and lines about a run carry
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from ops_processes import Api, clean_env, cli, serving
+from ops_processes import SCENARIOKIT, Api, clean_env, cli, serving
 
 pytestmark = pytest.mark.browser
 
@@ -49,13 +51,33 @@ async def test_serve_writes_one_json_object_a_line_with_request_and_run_ids(tmp_
     access = [line for line in lines if line["logger"] == "aiohttp.access"]
     queued = [line for line in access if line.get("requestId") == "queue-run-1"]
     assert len(queued) == 1
-    assert queued[0] | {"durationMs": 0} == queued[0] | {
-        "method": "POST", "path": "/api/v1/run", "status": 201, "durationMs": 0,
-    }  # fmt: skip
+    assert (queued[0]["method"], queued[0]["path"], queued[0]["status"]) == ("POST", "/api/v1/run", 201)
+    assert queued[0]["durationMs"] >= 0
     assert any(line.get("requestId") == generated and line.get("status") == 404 for line in access)
     about_run = [line for line in lines if line.get("runId") == run["id"]]
     assert about_run, "lines about the run carry its runId"
     assert all("runId" not in line for line in access)
+
+
+def test_the_worker_logs_json_too(tmp_path: Path) -> None:
+    env = clean_env(SCENARIOKIT_LOG_FORMAT="json")
+    url = f"sqlite:///{tmp_path / 'scenariokit.db'}"
+    with (tmp_path / "worker.stderr").open("wb") as errors:
+        worker = subprocess.Popen(
+            [*SCENARIOKIT, "worker", "--workers", "1", "--database-url", url],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=errors,
+        )  # fmt: skip
+    try:
+        assert worker.stdout is not None
+        assert b"scenariokit worker" in worker.stdout.readline()  # started: the store and its key made
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=120)
+    lines = _lines(tmp_path / "worker.stderr")
+    assert any(
+        line["logger"] == "scenariokit.storage.secrets" and "created a new secret key" in line["message"]
+        for line in lines
+    )
 
 
 def test_an_unknown_log_format_is_refused(tmp_path: Path) -> None:
