@@ -26,6 +26,7 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin, OpenAPIConverter
 from marshmallow import Schema, fields, validate
 
+from scenariokit.domain import audit as audit_model
 from scenariokit.domain import model
 from scenariokit.domain import schedule as schedule_model
 from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
@@ -309,6 +310,8 @@ RunStats = Schema.from_dict(
 )
 Schedule = schema_of(schedule_model.Schedule, response=True)
 SchedulePage = page_of(Schedule, "SchedulePage")
+AuditEntry = schema_of(audit_model.AuditEntry, response=True)
+AuditPage = page_of(AuditEntry, "AuditPage")
 ScenarioPage = page_of(Scenario, "ScenarioPage")
 EnvironmentPage = page_of(Environment, "EnvironmentPage")
 CredentialPage = page_of(Credential, "CredentialPage")
