@@ -3,8 +3,8 @@
 NULL reads as "nothing set" (docs/browser.md), so rows stored before this revision keep Playwright's
 default desktop context.
 
-Revision ID: 0008_browser_settings_b33
-Revises: 0007_schedules
+Revision ID: 0009_browser_settings_b33
+Revises: 0008_audit_log
 Create Date: 2026-11-26
 """
 
@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0008_browser_settings_b33"
-down_revision = "0007_schedules"
+revision = "0009_browser_settings_b33"
+down_revision = "0008_audit_log"
 branch_labels = None
 depends_on = None
 
