@@ -45,6 +45,11 @@ def _positive(_: Any, attribute: attrs.Attribute[Any], value: float) -> None:
         raise SettingsError(f"{attribute.name} must be greater than 0, got {value!r}")
 
 
+def _not_negative(_: Any, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value >= 0:  # NaN too
+        raise SettingsError(f"{attribute.name} must be 0 or more, got {value!r}")
+
+
 def _port(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
     if not 0 <= value <= 65535:
         raise SettingsError(f"port must be from 0 to 65535, got {value!r}")
@@ -123,6 +128,8 @@ class Settings:
     authoring_max: int = attrs.field(default=2, validator=_positive)
     #: seconds an unused authoring session stays open
     authoring_idle_seconds: float = attrs.field(default=600.0, validator=_positive)
+    #: on SIGTERM, how long runs under way may finish before they go back to the queue (docs/deployment.md)
+    drain_seconds: float = attrs.field(default=30.0, validator=_not_negative)
 
     @classmethod
     def from_env(
@@ -187,6 +194,16 @@ def _positive_number(raw: str) -> float:
     return value
 
 
+def _seconds_or_zero(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("must be a number of seconds, 0 or more")
+    return value
+
+
 def _names(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
@@ -226,4 +243,5 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "driver_zygote": ("SCENARIOKIT_DRIVER_ZYGOTE", parse_flag),
     "authoring_max": ("SCENARIOKIT_AUTHORING_MAX", _positive_whole),
     "authoring_idle_seconds": ("SCENARIOKIT_AUTHORING_IDLE_SECONDS", _positive_number),
+    "drain_seconds": ("SCENARIOKIT_DRAIN_SECONDS", _seconds_or_zero),
 }

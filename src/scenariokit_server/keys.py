@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import attrs
 from aiohttp import web
 
 from scenariokit.runner.parent.scheduler import Scheduler
@@ -11,12 +12,23 @@ from scenariokit.services import Services
 from scenariokit_server.settings import Settings
 
 if TYPE_CHECKING:
+    from scenariokit_server.metrics import ServiceMetrics
     from scenariokit_server.views.health import BrowserFacts
+
+
+@attrs.define
+class Lifecycle:
+    """Where the server is in its life: draining once a stop was asked for (docs/deployment.md)."""
+
+    draining: bool = False
+
 
 SETTINGS = web.AppKey("settings", Settings)
 SERVICES = web.AppKey("services", Services)
 SCHEDULER = web.AppKey("scheduler", Scheduler)
 BROWSER_FACTS: web.AppKey[BrowserFacts] = web.AppKey("browser_facts")
+LIFECYCLE = web.AppKey("lifecycle", Lifecycle)
+METRICS: web.AppKey[ServiceMetrics] = web.AppKey("metrics")
 
 
 def settings(app: web.Application) -> Settings:

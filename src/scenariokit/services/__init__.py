@@ -14,6 +14,7 @@ from scenariokit.storage.ports import Store
 from .authoring import AuthoringService
 from .base import AuthoringControl, Context, NoAuthoring, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
+from .operations import OperationsService, Readout
 from .runs import RunService
 from .scenarios import ScenarioService
 from .schedules import ScheduleService
@@ -50,6 +51,7 @@ class Services:
         self.schedules = ScheduleService(self.context)
         self.transfer = TransferService(self.context)
         self.authoring = AuthoringService(self.context)
+        self.operations = OperationsService(self.context)
 
     @property
     def store(self) -> Store:
@@ -76,6 +78,8 @@ __all__ = [
     "Context",
     "ImportReport",
     "NoRunControl",
+    "OperationsService",
+    "Readout",
     "RunControl",
     "RunSettings",
     "Services",

@@ -1,0 +1,75 @@
+"""The Prometheus files the docs ship (docs/prometheus/) pass Prometheus's own checks.
+
+``promtool check rules`` and ``promtool test rules`` (docs/prometheus/alerts_test.yml: each alert fires
+when it should and not before) on the alerting rules, ``promtool check config`` on the example
+configuration, and the Grafana dashboard asks only for series the service exposes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from doc_blocks import ROOT
+
+from scenariokit_server.metrics import ServiceMetrics
+
+FOLDER = ROOT / "docs" / "prometheus"
+SUFFIXES = {"histogram": ("_bucket", "_count", "_sum"), "counter": ("_total",)}
+promtool = pytest.mark.skipif(
+    shutil.which("promtool") is None, reason="promtool (Debian package prometheus) is absent"
+)
+
+
+def run_promtool(*args: str, cwd: Path = FOLDER) -> str:
+    done = subprocess.run(["promtool", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    return output
+
+
+@promtool
+def test_the_alerting_rules_pass_promtool_check_rules() -> None:
+    output = run_promtool("check", "rules", "alerts.yml")
+    assert "SUCCESS: 4 rules found" in output
+
+
+@promtool
+def test_the_alerting_rules_pass_their_unit_tests() -> None:
+    output = run_promtool("test", "rules", "alerts_test.yml")
+    assert "SUCCESS" in output
+
+
+def test_the_rules_cover_a_failing_scenario_a_growing_queue_and_a_stalled_schedule() -> None:
+    text = (FOLDER / "alerts.yml").read_text()
+    names = re.findall(r"- alert: (\w+)", text)
+    wanted = {"ScenariokitScenarioFailing", "ScenariokitQueueGrowing", "ScenariokitScheduleStalled"}
+    assert wanted <= set(names)
+    tested = (FOLDER / "alerts_test.yml").read_text()
+    for name in names:
+        assert f"alertname: {name}" in tested, f"{name} has no unit test"
+
+
+@promtool
+def test_the_example_configuration_passes_promtool_check_config(tmp_path: Path) -> None:
+    for name in ("prometheus.yml", "alerts.yml"):
+        shutil.copy(FOLDER / name, tmp_path / name)
+    (tmp_path / "scenariokit.token").write_text("a-read-token-0123456789\n")  # the file it names
+    run_promtool("check", "config", "prometheus.yml", cwd=tmp_path)
+
+
+def test_the_dashboard_asks_only_for_series_the_service_exposes() -> None:
+    dashboard = json.loads((FOLDER / "grafana-dashboard.json").read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    assert exprs
+    exposed = set()
+    for family in ServiceMetrics().registry.collect():  # the families, also those with no sample yet
+        suffixes = SUFFIXES.get(family.type, ("",))
+        exposed |= {family.name + suffix for suffix in suffixes}
+    for expr in exprs:
+        for name in re.findall(r"\bscenariokit_\w+", expr):
+            assert name in exposed, f"{name} in {expr!r}"
