@@ -14,11 +14,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from doc_blocks import ROOT
+from doc_blocks import ROOT, code_block
 
 from scenariokit_server.metrics import ServiceMetrics
 
 FOLDER = ROOT / "docs" / "prometheus"
+DEPLOYMENT_MD = ROOT / "docs" / "deployment.md"
 SUFFIXES = {"histogram": ("_bucket", "_count", "_sum"), "counter": ("_total",)}
 promtool = pytest.mark.skipif(
     shutil.which("promtool") is None, reason="promtool (Debian package prometheus) is absent"
@@ -73,3 +74,25 @@ def test_the_dashboard_asks_only_for_series_the_service_exposes() -> None:
     for expr in exprs:
         for name in re.findall(r"\bscenariokit_\w+", expr):
             assert name in exposed, f"{name} in {expr!r}"
+
+
+def test_the_guide_shows_the_configuration_file_as_it_is() -> None:
+    shown = code_block(DEPLOYMENT_MD, after="## Metrics", lang="yaml")
+    assert shown == (FOLDER / "prometheus.yml").read_text()
+
+
+def test_the_guide_lists_every_series_the_service_exposes_and_no_other() -> None:
+    text = DEPLOYMENT_MD.read_text()
+    section = text[text.index("## Metrics") : text.index("### Alerting rules")]
+    listed = set(re.findall(r"^\| `(scenariokit_\w+)` \|", section, flags=re.MULTILINE))
+    exposed = {family.name for family in ServiceMetrics().registry.collect()}
+    exposed = {f"{name}_total" if name == "scenariokit_runs" else name for name in exposed}
+    assert listed == exposed
+
+
+@promtool
+def test_the_guides_promtool_commands_work_as_written() -> None:
+    block = code_block(DEPLOYMENT_MD, after="### Alerting rules", lang="sh")
+    done = subprocess.run(["bash", "-e", "-c", block], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout
