@@ -307,7 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="start the REST/MCP service",
         description="Start the service: REST under /api/v1, Swagger UI at /docs, MCP at /mcp, health at "
-        "/health. Runs are executed by worker processes started with it.",
+        "/health, Prometheus metrics at /metrics. Runs are executed by worker processes started with it. "
+        "SIGTERM drains: /health answers 503 draining, no more runs are claimed, those under way finish "
+        "for up to $SCENARIOKIT_DRAIN_SECONDS (default 30) and the rest go back to the queue; a second "
+        "signal stops at once.",
         epilog=SERVE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
