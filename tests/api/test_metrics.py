@@ -190,3 +190,11 @@ async def test_promtool_accepts_the_exposition(client: Client) -> None:
     # promtool exits 0 when nothing is wrong; lint remarks (none expected) would be on stderr
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.strip() == "" and checked.stderr.strip() == "", checked.stdout + checked.stderr
+
+
+async def test_a_rebound_host_cannot_read_the_metrics(client: Client) -> None:
+    """Scenario names are data: a page whose DNS rebinds to this server must not read them (421)."""
+    await queued_run(client, "secret project")
+    response = await client.get("/metrics", headers={"Host": "attacker.example"})
+    assert response.status == 421
+    assert "secret project" not in await response.text()
