@@ -248,7 +248,7 @@ class Scheduler:
         if storing:  # its outcome is being written: a cancel would roll that back and run it twice
             await _wait_for_any(storing, FINISH_WAIT_SECONDS, None)
         unfinished = dict(self._running)
-        tasks = [task for task in self._tasks if not task.done()]
+        tasks = [e.task for e in unfinished.values() if e.task is not None and not e.task.done()]
         for task in tasks:
             task.cancel()  # the pool abandons each run's worker: it is killed, never reports again
         await asyncio.gather(*tasks, return_exceptions=True)
