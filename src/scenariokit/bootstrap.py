@@ -79,15 +79,16 @@ class StopSignals:
         (self.urgent if self.requested.is_set() else self.requested).set()
 
 
-def stop_signals() -> StopSignals:
+def stop_signals(*, interrupt: bool = True) -> StopSignals:
     """Catch SIGINT (Ctrl-C) and SIGTERM for a long-running command to wait on.
 
     A signal only asks to stop, so what is starting or running can close in order. Call it from
     inside the running loop; where the loop cannot take signal handlers, no signal sets them.
+    ``interrupt=False`` leaves SIGINT out, for a process its parent stops with SIGTERM alone.
     """
     signals = StopSignals()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM) if interrupt else (signal.SIGTERM,):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, signals.received)
     return signals

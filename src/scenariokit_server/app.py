@@ -328,14 +328,19 @@ def run_server(settings: Settings, *, processes: int = 1) -> None:
 
 
 def _serve_one_more(settings: Settings) -> None:
-    """One of the further processes of ``serve --processes N`` (started by :func:`run_server`)."""
+    """One of the further processes of ``serve --processes N`` (started by :func:`run_server`).
+
+    It ignores Ctrl-C, which a terminal sends the whole process group: the first process passes each
+    stop on as SIGTERM, so a Ctrl-C drains them all and a second one stops them all.
+    """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve_until_stopped(settings, processes=1, reuse_port=True))
 
 
 async def _serve_until_stopped(settings: Settings, *, processes: int = 1, reuse_port: bool = False) -> None:
-    signals = stop_signals()
+    signals = stop_signals(interrupt=not reuse_port)  # a further process hears its first one's SIGTERM
     stop = signals.requested
     runner = web.AppRunner(create_app(settings), handle_signals=False, **server_options())
     others: list[multiprocessing.process.BaseProcess] = []
