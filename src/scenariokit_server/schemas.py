@@ -360,7 +360,14 @@ Problem = Schema.from_dict(
 )
 Health = Schema.from_dict(
     {
-        "status": fields.String(required=True, validate=validate.OneOf(["ok", "degraded"])),
+        "status": fields.String(
+            required=True,
+            validate=validate.OneOf(["ok", "degraded", "draining"]),
+            metadata={
+                "description": "`draining` (503) once the server was asked to stop: it claims no "
+                "more runs and lets those under way finish (docs/deployment.md)"
+            },
+        ),
         "version": fields.String(required=True),
         "database": fields.String(required=True, validate=validate.OneOf(["ok", "unreachable"])),
         "browser": fields.String(required=True, validate=validate.OneOf(["ok", "missing"])),

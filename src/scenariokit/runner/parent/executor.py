@@ -490,6 +490,21 @@ class WorkerPool:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
+    async def retired(self) -> None:
+        """Wait until every worker whose run ended (or was abandoned) has been killed."""
+        while self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
+
+    @property
+    def busy_workers(self) -> int:
+        """How many workers execute a run now."""
+        return sum(1 for run in self._active.values() if run.worker is not None)
+
+    @property
+    def session_workers(self) -> int:
+        """How many workers only hold a saved session's browser open (their run finished)."""
+        return len({worker for worker in self._session_owner.values() if worker.current_run is None})
+
     @property
     def ready_workers(self) -> int:
         """How many warm workers wait for a run (``size`` plus the spares once all are up)."""
