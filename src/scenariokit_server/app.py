@@ -293,8 +293,12 @@ async def _serve_until_stopped(settings: Settings, *, processes: int = 1, reuse_
                 url = attrs.evolve(settings, port=runner.addresses[0][1]).url
                 sandbox = health.sandbox_kind(runner.app, settings)
                 served = f" ({processes} processes)" if processes > 1 else ""
+                lines = [
+                    f"Sandbox: {sandbox}",
+                    *(f"Left out: {what}" for what in health.left_out(runner.app, settings)),
+                ]
                 print(f"======== Running on {url}{served} ========", f"API docs at {url}/docs",
-                      f"Sandbox: {sandbox}", "(Press CTRL+C to quit)", sep="\n", flush=True)  # fmt: skip
+                      *lines, "(Press CTRL+C to quit)", sep="\n", flush=True)  # fmt: skip
             await stop.wait()
     except Exception:
         if not stop.is_set():

@@ -374,6 +374,16 @@ Health = Schema.from_dict(
                 "browser (docs/security.md); empty where this machine gives the service none"
             },
         ),
+        "left_out": fields.List(
+            fields.String(),
+            required=True,
+            data_key="leftOut",
+            metadata={
+                "description": "what this machine could not give the workers, each in words (bubblewrap, "
+                "control groups, the zygotes, /proc), as the start-up log says it (docs/deployment.md); "
+                "empty when nothing was left out"
+            },
+        ),
         "browser_build": fields.String(
             required=True,
             allow_none=True,
