@@ -465,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
         "backup",
         help="copy the embedded SQLite store while the server runs (SQLite's online backup API)",
         description="Write a consistent copy of the SQLite store to PATH, which must not exist, while the "
-        "server keeps running and writing. PostgreSQL: use pg_dump (docs/deployment.md, \"Backups\"). "
+        'server keeps running and writing. PostgreSQL: use pg_dump (docs/deployment.md, "Backups"). '
         "The copy's secrets need the server's key, which is not copied: the command says where it is.",
     )
     backup.add_argument("path", metavar="PATH", help="the new backup file (never overwritten)")
