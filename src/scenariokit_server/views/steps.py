@@ -27,7 +27,7 @@ async def list_steps(request: web.Request) -> web.Response:
     description="At `order` when given (later steps move down), else at the end.",
     status=201,
     body=schemas.StepInput,
-    response=schemas.Step,
+    response=schemas.StepSaved,
     errors=(400, 404, 413),
 )
 async def create_step(request: web.Request) -> web.Response:
@@ -36,7 +36,7 @@ async def create_step(request: web.Request) -> web.Response:
     scenario_id = path_id(request)
     step = await services.scenarios.add_step(scenario_id, await body_as(request, StepInput, "step"))
     location = f"{API_PREFIX}/scenarios/{scenario_id}/steps/{step.id}"
-    return created(shape.step_json(services.converter, step), location)
+    return created(shape.saved_step_json(services.converter, step, scenario_id), location)
 
 
 @operation("scenarios", "Read a step", response=schemas.Step, errors=(400, 404))
@@ -51,7 +51,7 @@ async def get_step(request: web.Request) -> web.Response:
     "scenarios",
     "Change some fields of a step",
     body=schemas.StepInput(partial=True),
-    response=schemas.Step,
+    response=schemas.StepSaved,
     errors=(400, 404, 413),
 )
 async def patch_step(request: web.Request) -> web.Response:
@@ -61,11 +61,11 @@ async def patch_step(request: web.Request) -> web.Response:
     step = await services.scenarios.update_step(
         scenario_id, step_id, await body_as(request, Patch[StepInput], "step")
     )
-    return ok(shape.step_json(services.converter, step))
+    return ok(shape.saved_step_json(services.converter, step, scenario_id))
 
 
 @operation(
-    "scenarios", "Replace a step", body=schemas.StepInput, response=schemas.Step, errors=(400, 404, 413)
+    "scenarios", "Replace a step", body=schemas.StepInput, response=schemas.StepSaved, errors=(400, 404, 413)
 )
 async def put_step(request: web.Request) -> web.Response:
     """Full update of a step; a new ``order`` moves it."""
@@ -74,7 +74,7 @@ async def put_step(request: web.Request) -> web.Response:
     step = await services.scenarios.replace_step(
         scenario_id, step_id, await body_as(request, StepInput, "step")
     )
-    return ok(shape.step_json(services.converter, step))
+    return ok(shape.saved_step_json(services.converter, step, scenario_id))
 
 
 @operation("scenarios", "Delete a step; the steps after it move up", status=204, errors=(400, 404))
