@@ -1,4 +1,4 @@
-"""Save-time warnings (CONTRACT §20): a Playwright coroutine called without ``await`` is reported, not refused.
+"""Save-time warnings (CONTRACT §20): a coroutine called without ``await`` is reported, not refused.
 
 Every door that writes step code answers ``warnings`` ({scenarioId, stepId, order, line, message}):
 scenario create/replace/patch, step create/replace/patch, YAML import; the OpenAPI document says so.
@@ -78,7 +78,9 @@ async def test_step_writes_answer_the_warnings_of_their_step(client: Client) -> 
     ]
 
     patched = await client.patch(f"{path}/{step['id']}", json={"execCode": "runSnippet('login')"})
-    assert _messages(await patched.json()) == [(1, 1, "line 1: runSnippet('login') is not awaited; add await")]
+    assert _messages(await patched.json()) == [
+        (1, 1, "line 1: runSnippet('login') is not awaited; add await")
+    ]
 
     put = await client.put(f"{path}/{step['id']}", json={"execCode": "await runSnippet('login')"})
     assert (await put.json())["warnings"] == []
