@@ -1,0 +1,58 @@
+"""``scenariokit run`` never reports a check that did nothing as passed (CONTRACT §20)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scenariokit.cli import main
+
+CARELESS = """\
+kind: scenario
+name: careless
+steps:
+  - title: open
+    execCode: |
+      await page.goto(helpers.getEnvUrl())
+      expect(page.locator("h1")).to_have_text("Goodbye")
+---
+kind: scenario
+name: only notes
+steps:
+  - title: todo
+    execCode: "# check the basket here\\n"
+---
+kind: scenario
+name: empty
+"""
+
+
+@pytest.mark.browser
+def test_dropped_coroutines_and_scenarios_with_nothing_to_run_fail_and_the_save_warnings_print(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (files / "careless.scenario.yaml").write_text(CARELESS)
+
+    status = main(
+        ["run", str(files / "careless.scenario.yaml"), "--env", str(files / "local.env.yaml"),
+         "--artifacts", str(files / "art"), "--workers", "1"]
+    )  # fmt: skip
+
+    assert status == 1
+    lines = capsys.readouterr().out.splitlines()
+    call = 'expect(page.locator("h1")).to_have_text("Goodbye")'
+    warning = f"warning: {files / 'careless.scenario.yaml'}: scenario 'careless' step 1: line 2: {call}"
+    assert warning + " is not awaited; add await" in lines
+    failed = f'step 1 "open": line 2: {call} was never awaited; add await'
+    assert any(line.startswith("FAIL careless (") and line.endswith(failed) for line in lines), lines
+    assert any(
+        line.startswith("FAIL only notes (") and line.endswith("nothing to run: the scenario has no statements")
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith("FAIL empty (") and line.endswith("nothing to run: the scenario has no steps")
+        for line in lines
+    ), lines
+    assert 'in step 1 "open", line 2:' in lines and f"    {call}" in lines
+    assert any(line.endswith("0 passed, 3 failed in") or "0 passed, 3 failed" in line for line in lines)
