@@ -29,14 +29,14 @@ name: empty
 
 
 @pytest.mark.browser
-def test_dropped_coroutines_and_scenarios_with_nothing_to_run_fail_and_the_save_warnings_print(
+def test_dropped_coroutines_and_nothing_to_run_fail_on_screen_and_in_the_report_and_warnings_print(
     files: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (files / "careless.scenario.yaml").write_text(CARELESS)
 
     status = main(
         ["run", str(files / "careless.scenario.yaml"), "--env", str(files / "local.env.yaml"),
-         "--artifacts", str(files / "art"), "--workers", "1"]
+         "--artifacts", str(files / "art"), "--workers", "1", "--html", str(files / "report")]
     )  # fmt: skip
 
     assert status == 1
@@ -55,4 +55,11 @@ def test_dropped_coroutines_and_scenarios_with_nothing_to_run_fail_and_the_save_
         for line in lines
     ), lines
     assert 'in step 1 "open", line 2:' in lines and f"    {call}" in lines
-    assert any(line.endswith("0 passed, 3 failed in") or "0 passed, 3 failed" in line for line in lines)
+    assert any("0 passed, 3 failed" in line for line in lines)
+    pages = "".join(page.read_text() for page in (files / "report").rglob("*.html"))
+    for shown in (
+        "nothing to run: the scenario has no steps",
+        "nothing to run: the scenario has no statements",
+        "line 2: expect(page.locator(&#34;h1&#34;)).to_have_text(&#34;Goodbye&#34;) was never awaited; add await",
+    ):
+        assert shown in pages, shown
