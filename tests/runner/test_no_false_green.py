@@ -111,6 +111,17 @@ async def test_a_coroutine_kept_in_a_name_and_never_awaited_fails_its_step(
     assert_no_server_paths(events)
 
 
+async def test_a_coroutine_dropped_in_a_reference_cycle_fails_its_step(
+    run: Runner, make_job: JobFactory
+) -> None:
+    code = "def drop():\n    box = {}\n    box['self'] = box\n    box['call'] = page.reload()\ndrop()\n"
+
+    outcome, events = await run(make_job(code))
+
+    assert error_of(outcome) == (RunErrorKind.ERROR, "line 4: page.reload() was never awaited; add await")
+    assert_no_server_paths(events)
+
+
 async def test_a_dropped_coroutine_wins_over_the_failure_it_caused(run: Runner, make_job: JobFactory) -> None:
     code = (
         "page.goto(helpers.getEnvUrl())\n"
