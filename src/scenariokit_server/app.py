@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import multiprocessing
 import multiprocessing.process
@@ -16,12 +15,14 @@ from functools import partial
 import aiohttp_cors
 import attrs
 from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
+from aiohttp.typedefs import Handler
 from aiohttp_cors.urldispatcher_router_adapter import ResourcesUrlDispatcherRouterAdapter
 
 from scenariokit.bootstrap import open_services, running_scheduler, stop_on_signals
+from scenariokit.logs import configure_logging
 from scenariokit.services import Services
 from scenariokit_server import keys
+from scenariokit_server.access import authorize
 from scenariokit_server.boundary import (
     OriginOptions,
     OriginRule,
@@ -34,11 +35,13 @@ from scenariokit_server.boundary import (
 from scenariokit_server.errors import problem_middleware
 from scenariokit_server.mcp import setup_mcp
 from scenariokit_server.openapi import setup_openapi
-from scenariokit_server.reports import is_report_page, setup_reports, token_page
+from scenariokit_server.reports import setup_reports
+from scenariokit_server.request_log import RequestAccessLogger, answer_request_id, request_ids
 from scenariokit_server.settings import Settings, SettingsError, UnsafeBindError
 from scenariokit_server.trace import ArtifactLinks, setup_trace_viewer
 from scenariokit_server.views import (
     API_PREFIX,
+    audit,
     authoring,
     credentials,
     environments,
@@ -55,10 +58,6 @@ from scenariokit_server.views import (
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
 
-#: Paths that need a bearer token when tokens are configured (``/mcp`` is mounted by its own module).
-PROTECTED_PREFIXES = (API_PREFIX, "/mcp")
-REALM = "scenariokit"
-
 logger = logging.getLogger(__name__)
 
 
@@ -72,13 +71,15 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
     app = web.Application(
         # The trust boundary runs before authentication: a request it refuses learns nothing more.
         middlewares=[
+            request_ids,
             problem_middleware,
             trust_boundary(settings),
-            bearer_auth(settings.api_tokens, links),
+            authorize(settings, links),
         ],
         client_max_size=settings.max_body_bytes,
     )
     app[keys.SETTINGS] = settings
+    app.on_response_prepare.append(answer_request_id)
     app[keys.BROWSER_FACTS] = health.BrowserFacts()
     if services is not None:
         app[keys.SERVICES] = services
@@ -192,6 +193,7 @@ def _route_table() -> list[tuple[str, str, Handler]]:
         ("DELETE", f"{API_PREFIX}/authoring/{{id}}", authoring.end),
         ("POST", f"{API_PREFIX}/authoring/{{id}}/exec", authoring.execute),
         ("POST", f"{API_PREFIX}/authoring/{{id}}/save", authoring.save),
+        ("GET", f"{API_PREFIX}/audit", audit.list_audit),
     ]
 
 
@@ -221,47 +223,6 @@ def setup_cors(app: web.Application, origins: OriginRule) -> None:
     for route in list(app.router.routes()):
         if not isinstance(route.resource, web.StaticResource):
             cors.add(route)
-
-
-def bearer_auth(tokens: tuple[str, ...], links: ArtifactLinks | None = None) -> Middleware:
-    """A middleware requiring ``Authorization: Bearer <token>`` on protected paths when tokens are set.
-
-    CORS preflight (``OPTIONS``) passes: browsers send it without credentials. An artifact requested
-    with a valid signed link (``links``, see :mod:`scenariokit_server.trace`) passes: that is how the
-    trace viewer and a report's ``<img>`` fetch it. A report page without a token answers 401 with the
-    form that asks for one (:func:`scenariokit_server.reports.token_page`), holding no data.
-    """
-    expected = [token.encode() for token in tokens]
-    links = links or ArtifactLinks()
-
-    @web.middleware
-    async def require_bearer_token(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not expected or request.method == "OPTIONS":
-            return await handler(request)
-        if request.path.startswith(PROTECTED_PREFIXES):
-            authorized = _token_matches(request.headers.get("Authorization", ""), expected)
-            if not authorized and not links.allows(request):
-                raise web.HTTPUnauthorized(
-                    text="a valid 'Authorization: Bearer <token>' header is required",
-                    headers={"WWW-Authenticate": f'Bearer realm="{REALM}"'},
-                )
-        elif is_report_page(request.path):
-            if not _token_matches(request.headers.get("Authorization", ""), expected):
-                return token_page()
-        return await handler(request)
-
-    return require_bearer_token
-
-
-def _token_matches(header: str, expected: list[bytes]) -> bool:
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not given.strip():
-        return False
-    candidate = given.strip().encode()
-    matched = False
-    for token in expected:  # every token is compared, so the time taken says nothing of which matched
-        matched |= hmac.compare_digest(candidate, token)
-    return matched
 
 
 def check_bind(settings: Settings) -> None:
@@ -311,14 +272,16 @@ def run_server(settings: Settings, *, processes: int = 1) -> None:
 
 def _serve_one_more(settings: Settings) -> None:
     """One of the further processes of ``serve --processes N`` (started by :func:`run_server`)."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_format)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve_until_stopped(settings, processes=1, reuse_port=True))
 
 
 async def _serve_until_stopped(settings: Settings, *, processes: int = 1, reuse_port: bool = False) -> None:
     stop = stop_on_signals()
-    runner = web.AppRunner(create_app(settings), handle_signals=False, **server_options())
+    runner = web.AppRunner(
+        create_app(settings), handle_signals=False, access_log_class=RequestAccessLogger, **server_options()
+    )
     others: list[multiprocessing.process.BaseProcess] = []
     try:
         await runner.setup()
@@ -330,8 +293,12 @@ async def _serve_until_stopped(settings: Settings, *, processes: int = 1, reuse_
                 url = attrs.evolve(settings, port=runner.addresses[0][1]).url
                 sandbox = health.sandbox_kind(runner.app, settings)
                 served = f" ({processes} processes)" if processes > 1 else ""
+                lines = [
+                    f"Sandbox: {sandbox}",
+                    *(f"Left out: {what}" for what in health.left_out(runner.app, settings)),
+                ]
                 print(f"======== Running on {url}{served} ========", f"API docs at {url}/docs",
-                      f"Sandbox: {sandbox}", "(Press CTRL+C to quit)", sep="\n", flush=True)  # fmt: skip
+                      *lines, "(Press CTRL+C to quit)", sep="\n", flush=True)  # fmt: skip
             await stop.wait()
     except Exception:
         if not stop.is_set():

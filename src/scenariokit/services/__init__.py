@@ -11,6 +11,7 @@ import pluggy
 
 from scenariokit.storage.ports import Store
 
+from .audit import AuditService
 from .authoring import AuthoringService
 from .base import AuthoringControl, Context, NoAuthoring, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
@@ -50,6 +51,7 @@ class Services:
         self.schedules = ScheduleService(self.context)
         self.transfer = TransferService(self.context)
         self.authoring = AuthoringService(self.context)
+        self.audit = AuditService(self.context)
 
     @property
     def store(self) -> Store:
@@ -71,6 +73,7 @@ class Services:
 
 
 __all__ = [
+    "AuditService",
     "AuthoringControl",
     "AuthoringService",
     "Context",

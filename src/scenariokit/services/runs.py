@@ -39,6 +39,7 @@ from scenariokit.formats.presenters import RunDetail
 from scenariokit.formats.queries import LogQuery, Page, RunQuery, StatsQuery
 from scenariokit.storage.ports import RunLease, UnitOfWork
 
+from . import audit
 from .base import ServiceBase, missing_reference, require
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,9 @@ class RunService(ServiceBase):
                 source_session_id=command.session_id,
             )
             await uow.runs.add(run)
+            await audit.record(
+                uow, "run", "run", run.id, f"queued a run of scenario {scenario.name!r} ({scenario.id})"
+            )
             await uow.commit()
         self.ctx.control.run_queued()
         return run
@@ -103,6 +107,13 @@ class RunService(ServiceBase):
             )
             for run in runs:
                 await uow.runs.add(run)
+                await audit.record(
+                    uow,
+                    "run",
+                    "run",
+                    run.id,
+                    f"queued a run of scenario {scenario.name!r} in batch {batch_id}",
+                )
             await uow.commit()
         self.ctx.control.run_queued()
         async with self.ctx.uow(readonly=True) as uow:
@@ -197,6 +208,9 @@ class RunService(ServiceBase):
             if run.finished:
                 raise Conflict(f"run {run_id} has already finished ({run.status.value})")
             await uow.runs.request_cancel(run_id)
+            await audit.record(
+                uow, "cancel", "run", run_id, f"cancelled a run of scenario {run.scenario_name!r}"
+            )
             await uow.commit()
         executing_here = await self.ctx.control.cancel(run_id)
         async with self.ctx.uow() as uow:

@@ -15,6 +15,7 @@ from typing import Generic, Self, TypeVar
 
 import attrs
 
+from scenariokit.domain.audit import AuditEntry
 from scenariokit.domain.model import (
     Credential,
     Environment,
@@ -28,6 +29,7 @@ from scenariokit.domain.model import (
 )
 from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.queries import (
+    AuditQuery,
     CredentialQuery,
     EnvironmentQuery,
     ListQuery,
@@ -223,6 +225,18 @@ class ScheduleRepository(Repository[Schedule, ScheduleQuery]):
         """The earliest next fire of an enabled schedule, or None."""
 
 
+class AuditRepository(abc.ABC):
+    """The audit log: entries are added with the write they record and listed, never changed."""
+
+    @abc.abstractmethod
+    async def add(self, item: AuditEntry) -> None:
+        """Record one entry (in the unit of work of the write it describes)."""
+
+    @abc.abstractmethod
+    async def list(self, query: AuditQuery) -> Page[AuditEntry]:
+        """One page of entries, newest first unless the query says otherwise, filtered as it says."""
+
+
 class UnitOfWork(abc.ABC):
     """One transaction over every repository."""
 
@@ -233,6 +247,7 @@ class UnitOfWork(abc.ABC):
     sessions: SessionRepository
     runs: RunRepository
     schedules: ScheduleRepository
+    audit: AuditRepository
 
     async def __aenter__(self) -> Self:
         return self

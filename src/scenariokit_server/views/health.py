@@ -63,6 +63,18 @@ def run_groups(app: web.Application) -> list[str]:
     return list(available_controllers())
 
 
+def left_out(app: web.Application, settings: Settings) -> list[str]:
+    """What this machine could not give the workers, each in words (the pool's, once it started)."""
+    from scenariokit.runner.confinement.sandbox import sandbox_fallback
+
+    scheduler = app.get(keys.SCHEDULER)
+    pool = getattr(scheduler, "pool", None)
+    if pool is not None and getattr(pool, "sandbox_kind", None) is not None:
+        return list(pool.left_out)
+    fallback = sandbox_fallback(settings.sandbox)
+    return [fallback] if fallback else []
+
+
 def browser_build() -> str | None:
     """Which build runs use, with its version and path (see docs/deployment.md), or None."""
     try:
@@ -116,6 +128,7 @@ async def health(request: web.Request) -> web.Response:
         "browser": browser,
         "sandbox": sandbox_kind(request.app, keys.settings(request.app)),
         "runGroups": run_groups(request.app),
+        "leftOut": left_out(request.app, keys.settings(request.app)),
         "browserBuild": build,
     }
     return web.json_response(body, status=200 if database == "ok" else 503)

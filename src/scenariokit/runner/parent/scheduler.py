@@ -40,6 +40,7 @@ from scenariokit.domain.model import (
     skip_remaining,
     utcnow,
 )
+from scenariokit.logs import about_run
 from scenariokit.runner.confinement.sandbox import SandboxConfig, store_paths
 from scenariokit.runner.parent.authoring_host import AuthoringHost
 from scenariokit.runner.parent.executor import WorkerPool
@@ -260,15 +261,18 @@ class Scheduler:
                 RunLogEntry(run_id=run.id, level="debug", message=f"claimed by {self.owner}")
             )
             self._running[run.id] = execution
-            task = asyncio.create_task(self._execute(execution), name=f"scenariokit-run-{run.id}")
+            with about_run(run.id):  # the run's task, and what it starts, log with its runId
+                task = asyncio.create_task(self._execute(execution), name=f"scenariokit-run-{run.id}")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
     async def _execute(self, execution: _Execution) -> None:
+        log.info("run %s claimed by %s", execution.run_id, self.owner)
         outcome = await self._attempt(execution)
         while (delay := self._retry_delay(execution, outcome)) is not None:
             outcome = await self._try_again(execution, outcome, delay)
         await self._finish(execution, outcome)
+        log.info("run %s finished: %s", execution.run_id, outcome.status)
 
     def _retry_delay(self, execution: _Execution, outcome: RunFinished) -> float | None:
         """Seconds before the run is tried again, or None when ``outcome`` is the run's outcome."""

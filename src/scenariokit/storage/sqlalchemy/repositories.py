@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from scenariokit.domain.audit import AuditEntry
 from scenariokit.domain.model import (
     Credential,
     CredentialLink,
@@ -34,6 +35,7 @@ from scenariokit.domain.model import (
 )
 from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.queries import (
+    AuditQuery,
     CredentialQuery,
     EnvironmentQuery,
     ListQuery,
@@ -565,6 +567,22 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         await self.conn.execute(
             sa.update(self.table).where(self.table.c.scenario_id == scenario_id).values(scenario_name=name)
         )
+
+
+class AuditRepository(_TableRepository[AuditEntry, AuditQuery], ports.AuditRepository):
+    table = t.audit_log
+    row_map = RowMap(AuditEntry, t.audit_log)
+    order_columns = {"at": "at"}
+
+    def _filters(self, query: AuditQuery) -> list[sa.ColumnElement[bool]]:
+        filters: list[sa.ColumnElement[bool]] = []
+        if query.resource is not None:
+            filters.append(self.table.c.resource == query.resource)
+        if query.token_name is not None:
+            filters.append(self.table.c.token_name == query.token_name)
+        if query.since is not None:
+            filters.append(self.table.c.at >= sa.bindparam("since_", query.since, type_=t.UTCDateTime()))
+        return filters
 
 
 class ScheduleRepository(_TableRepository[Schedule, ScheduleQuery], ports.ScheduleRepository):
