@@ -12,6 +12,7 @@ namespaces made by a process privileged on the host.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
