@@ -15,6 +15,7 @@ from .audit import AuditService
 from .authoring import AuthoringService
 from .base import AuthoringControl, Context, NoAuthoring, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
+from .operations import OperationsService, Readout
 from .runs import RunService
 from .scenarios import ScenarioService
 from .schedules import ScheduleService
@@ -52,6 +53,7 @@ class Services:
         self.transfer = TransferService(self.context)
         self.authoring = AuthoringService(self.context)
         self.audit = AuditService(self.context)
+        self.operations = OperationsService(self.context)
 
     @property
     def store(self) -> Store:
@@ -79,6 +81,8 @@ __all__ = [
     "Context",
     "ImportReport",
     "NoRunControl",
+    "OperationsService",
+    "Readout",
     "RunControl",
     "RunSettings",
     "Services",
