@@ -47,6 +47,11 @@ def _positive(_: Any, attribute: attrs.Attribute[Any], value: float) -> None:
         raise SettingsError(f"{attribute.name} must be greater than 0, got {value!r}")
 
 
+def _not_negative(_: Any, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value >= 0:  # NaN too
+        raise SettingsError(f"{attribute.name} must be 0 or more, got {value!r}")
+
+
 def _port(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
     if not 0 <= value <= 65535:
         raise SettingsError(f"port must be from 0 to 65535, got {value!r}")
@@ -122,6 +127,8 @@ class Settings:
     authoring_idle_seconds: float = attrs.field(default=600.0, validator=_positive)
     #: how the service and the worker log: ``text`` or ``json``, one object a line (docs/deployment.md)
     log_format: LogFormat = attrs.field(default="text", validator=attrs.validators.in_(LOG_FORMATS))
+    #: on SIGTERM, how long runs under way may finish before they go back to the queue (docs/deployment.md)
+    drain_seconds: float = attrs.field(default=30.0, validator=_not_negative)
 
     @classmethod
     def from_env(
@@ -191,6 +198,16 @@ def _positive_number(raw: str) -> float:
     return value
 
 
+def _seconds_or_zero(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("must be a number of seconds, 0 or more")
+    return value
+
+
 def _names(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
@@ -231,4 +248,5 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "authoring_max": ("SCENARIOKIT_AUTHORING_MAX", _positive_whole),
     "authoring_idle_seconds": ("SCENARIOKIT_AUTHORING_IDLE_SECONDS", _positive_number),
     "log_format": ("SCENARIOKIT_LOG_FORMAT", parse_log_format),
+    "drain_seconds": ("SCENARIOKIT_DRAIN_SECONDS", _seconds_or_zero),
 }

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 REALM = "scenariokit"
 #: Paths where a request without a valid token is refused (401) whatever its route, an unknown one
 #: included: a caller without a token learns nothing of what is there.
-PROTECTED_PREFIXES = (API_PREFIX, "/mcp")
+PROTECTED_PREFIXES = (API_PREFIX, "/mcp", "/metrics")
 
 READ, RUN, WRITE, ADMIN = Scope.READ, Scope.RUN, Scope.WRITE, Scope.ADMIN
 #: No token needed: the service's health, its documentation and the trace viewer's own files.

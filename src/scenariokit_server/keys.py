@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import attrs
 from aiohttp import web
 
 from scenariokit.runner.parent.scheduler import Scheduler
@@ -12,7 +13,16 @@ from scenariokit.services.caller import Caller
 from scenariokit_server.settings import Settings
 
 if TYPE_CHECKING:
+    from scenariokit_server.metrics import ServiceMetrics
     from scenariokit_server.views.health import BrowserFacts
+
+
+@attrs.define
+class Lifecycle:
+    """Where the server is in its life: draining once a stop was asked for (docs/deployment.md)."""
+
+    draining: bool = False
+
 
 SETTINGS = web.AppKey("settings", Settings)
 SERVICES = web.AppKey("services", Services)
@@ -22,6 +32,8 @@ BROWSER_FACTS: web.AppKey[BrowserFacts] = web.AppKey("browser_facts")
 CALLER = web.RequestKey("caller", Caller)
 #: the request's id, answered in ``X-Request-Id`` and carried by its log lines
 REQUEST_ID = web.RequestKey("request_id", str)
+LIFECYCLE = web.AppKey("lifecycle", Lifecycle)
+METRICS: web.AppKey[ServiceMetrics] = web.AppKey("metrics")
 
 
 def settings(app: web.Application) -> Settings:

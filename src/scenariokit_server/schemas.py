@@ -28,7 +28,7 @@ from marshmallow import Schema, fields, validate
 
 from scenariokit.domain import audit as audit_model
 from scenariokit.domain import browser as browser_model
-from scenariokit.domain import model
+from scenariokit.domain import code, model
 from scenariokit.domain import schedule as schedule_model
 from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
 from scenariokit.formats import inputs
@@ -190,6 +190,31 @@ Devices = Schema.from_dict(
     },
     name="DevicesSchema",
 )
+StepCodeWarning = schema_of(code.StepCodeWarning, response=True)
+
+
+def _with_warnings(what: str) -> dict[str, fields.Field]:
+    return {
+        "warnings": fields.List(
+            fields.Nested(StepCodeWarning),
+            required=True,
+            metadata={
+                "description": f"lines of {what} code that call a Playwright coroutine without `await` "
+                "(the call never runs; a run fails such a step): reported, not refused "
+                "(docs/step-code.md, Common mistakes)"
+            },
+        )
+    }
+
+
+ScenarioSaved = schema_of(
+    model.Scenario,
+    name="ScenarioSaved",
+    response=True,
+    nested={model.Step: Step, model.CredentialLink: CredentialLink, model.Retries: Retries, **_BROWSER},
+    extra=_with_warnings("the steps'"),
+)
+StepSaved = schema_of(model.Step, name="StepSaved", response=True, extra=_with_warnings("the step's"))
 Credential = schema_of(
     model.Credential,
     response=True,
@@ -376,6 +401,7 @@ ImportReport = Schema.from_dict(
             ),
             required=True,
         ),
+        **_with_warnings("the imported scenarios' step"),
     },
     name="ImportReportSchema",
 )
@@ -395,7 +421,14 @@ Problem = Schema.from_dict(
 )
 Health = Schema.from_dict(
     {
-        "status": fields.String(required=True, validate=validate.OneOf(["ok", "degraded"])),
+        "status": fields.String(
+            required=True,
+            validate=validate.OneOf(["ok", "degraded", "draining"]),
+            metadata={
+                "description": "`draining` (503) once the server was asked to stop: it claims no "
+                "more runs and lets those under way finish (docs/deployment.md)"
+            },
+        ),
         "version": fields.String(required=True),
         "database": fields.String(required=True, validate=validate.OneOf(["ok", "unreachable"])),
         "browser": fields.String(required=True, validate=validate.OneOf(["ok", "missing"])),

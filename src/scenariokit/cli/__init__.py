@@ -102,10 +102,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 async def _work(settings: Any) -> None:
-    from scenariokit.bootstrap import open_services, running_scheduler, stop_on_signals
+    from scenariokit.bootstrap import open_services, running_scheduler, stop_signals
     from scenariokit.settings import displayed_url
 
-    stop = stop_on_signals()
+    signals = stop_signals()
     async with open_services(settings) as services:
         async with running_scheduler(services, workers=settings.workers) as scheduler:
             print(
@@ -114,7 +114,9 @@ async def _work(settings: Any) -> None:
                 "Ctrl-C to stop",
                 flush=True,
             )
-            await stop.wait()
+            await signals.requested.wait()
+            # SIGTERM: the runs under way finish (or go back to the queue); a second signal cuts it short
+            await scheduler.drain(settings.drain_seconds, cut_short=signals.urgent)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -379,7 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="start the REST/MCP service",
         description="Start the service: REST under /api/v1, Swagger UI at /docs, MCP at /mcp, health at "
-        "/health. Runs are executed by worker processes started with it.",
+        "/health, Prometheus metrics at /metrics. Runs are executed by worker processes started with it. "
+        "SIGTERM drains: /health answers 503 draining, no more runs are claimed, those under way finish "
+        "for up to $SCENARIOKIT_DRAIN_SECONDS (default 30) and the rest go back to the queue; a second "
+        "signal stops at once.",
         epilog=SERVE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -414,7 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="execute queued runs without the HTTP server",
         description="Claim queued runs from the database and execute them. Start several against one "
         "PostgreSQL to spread runs over machines; a worker that dies has its runs finished as "
-        "worker_lost once their lease expires.",
+        "worker_lost once their lease expires. SIGTERM drains: no more claims, the runs under way "
+        "finish for up to $SCENARIOKIT_DRAIN_SECONDS (default 30), the rest go back to the queue for "
+        "another worker; a second signal stops at once.",
         epilog=WORKER_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -458,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
         "backup",
         help="copy the embedded SQLite store while the server runs (SQLite's online backup API)",
         description="Write a consistent copy of the SQLite store to PATH, which must not exist, while the "
-        "server keeps running and writing. PostgreSQL: use pg_dump (docs/deployment.md, \"Backups\"). "
+        'server keeps running and writing. PostgreSQL: use pg_dump (docs/deployment.md, "Backups"). '
         "The copy's secrets need the server's key, which is not copied: the command says where it is.",
     )
     backup.add_argument("path", metavar="PATH", help="the new backup file (never overwritten)")

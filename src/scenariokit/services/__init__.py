@@ -16,6 +16,7 @@ from .authoring import AuthoringService
 from .base import AuthoringControl, Context, NoAuthoring, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
 from .devices import DeviceService
+from .operations import OperationsService, Readout
 from .runs import RunService
 from .scenarios import ScenarioService
 from .schedules import ScheduleService
@@ -54,6 +55,7 @@ class Services:
         self.authoring = AuthoringService(self.context)
         self.devices = DeviceService(self.context)
         self.audit = AuditService(self.context)
+        self.operations = OperationsService(self.context)
 
     @property
     def store(self) -> Store:
@@ -81,6 +83,8 @@ __all__ = [
     "Context",
     "ImportReport",
     "NoRunControl",
+    "OperationsService",
+    "Readout",
     "RunControl",
     "RunSettings",
     "Services",

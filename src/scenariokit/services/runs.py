@@ -375,6 +375,26 @@ class RunService(ServiceBase):
             await uow.commit()
         return renewed
 
+    async def hand_back(self, run_id: uuid.UUID, owner: str, reason: str) -> bool:
+        """Put a run ``owner`` executes back in the queue, to start over on whichever scheduler claims it.
+
+        What its cut-short attempt recorded (step results, earlier attempts, the start time) is cleared,
+        its log keeps what it wrote and ``reason``. False, changing nothing, when ``owner`` no longer
+        holds the run (it finished, or its lease ran out and another took it).
+        """
+        async with self.ctx.uow() as uow:
+            lease = await uow.runs.lease(run_id, lock=True)
+            run = await uow.runs.get(run_id)
+            if lease is None or lease.owner != owner or run is None or run.finished:
+                return False
+            await uow.runs.update(
+                attrs.evolve(run, step_results=(), attempts=(), flaky=False, started_at=None)
+            )
+            await uow.runs.release_lease(run_id, owner)
+            await uow.runs.append_logs([RunLogEntry(run_id=run_id, level="warning", message=reason)])
+            await uow.commit()
+        return True
+
     async def cancel_requested(self, run_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         """Which of these runs someone asked to cancel."""
         async with self.ctx.uow(readonly=True) as uow:

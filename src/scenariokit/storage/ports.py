@@ -140,6 +140,28 @@ class RunLease:
     expires_at: datetime
 
 
+@attrs.frozen
+class QueueState:
+    """What waits to be executed: queued runs and the earliest schedule fire, read in one statement."""
+
+    #: runs queued and claimed by no scheduler
+    depth: int
+    #: when the oldest of them was queued; None when none waits
+    oldest_queued_at: datetime | None
+    #: the earliest next fire of an enabled schedule; None when no schedule is enabled
+    next_fire_at: datetime | None
+
+
+@attrs.frozen
+class ScenarioOutcome:
+    """How the latest finished run of a scenario went."""
+
+    scenario_id: uuid.UUID
+    scenario_name: str
+    status: RunStatus
+    duration_seconds: float | None
+
+
 class RunRepository(Repository[Run, RunQuery]):
     """Runs, their log and the leases workers hold on them."""
 
@@ -154,6 +176,18 @@ class RunRepository(Repository[Run, RunQuery]):
     @abc.abstractmethod
     async def renew_lease(self, run_id: uuid.UUID, owner: str, expires_at: datetime) -> bool:
         """Extend the lease ``owner`` holds on a run; False when it no longer holds it."""
+
+    @abc.abstractmethod
+    async def release_lease(self, run_id: uuid.UUID, owner: str) -> bool:
+        """Put an in-progress run ``owner`` leases back in the queue (no lease); False when it does not."""
+
+    @abc.abstractmethod
+    async def queue_state(self) -> QueueState:
+        """How many runs wait unclaimed, since when, and when the next schedule fire is due: one query."""
+
+    @abc.abstractmethod
+    async def last_outcomes(self) -> list[ScenarioOutcome]:
+        """The latest finished run of every scenario that has one (by creation): one query."""
 
     @abc.abstractmethod
     async def expired_leases(self, now: datetime) -> list[RunLease]:

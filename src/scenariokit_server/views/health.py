@@ -107,13 +107,15 @@ class BrowserFacts:
     "health",
     "Liveness of the service, its database and the browser",
     description="503 with `database` `unreachable` and `status` `degraded` when the database "
-    "does not answer.",
+    "does not answer; 503 with `status` `draining` once the server is stopping (a load balancer "
+    "sends it nothing new).",
     response=schemas.Health,
     errors=(),
     other_responses={503: schemas.Health},
 )
 async def health(request: web.Request) -> web.Response:
-    """200 when the database answers, 503 otherwise; says whether a browser was found."""
+    """200 when the database answers and the server is not stopping, 503 otherwise; says whether a
+    browser was found."""
     database = "ok"
     try:
         await asyncio.wait_for(keys.services(request).store.ping(), PING_TIMEOUT_SECONDS)
@@ -121,8 +123,10 @@ async def health(request: web.Request) -> web.Response:
         log.warning("health: the database does not answer: %s: %s", type(exc).__name__, exc)
         database = "unreachable"
     browser, build = await request.app[keys.BROWSER_FACTS].get()
+    draining = request.app[keys.LIFECYCLE].draining
+    status = "draining" if draining else "ok" if database == "ok" else "degraded"
     body = {
-        "status": "ok" if database == "ok" else "degraded",
+        "status": status,
         "version": service_version(),
         "database": database,
         "browser": browser,
@@ -131,4 +135,4 @@ async def health(request: web.Request) -> web.Response:
         "leftOut": left_out(request.app, keys.settings(request.app)),
         "browserBuild": build,
     }
-    return web.json_response(body, status=200 if database == "ok" else 503)
+    return web.json_response(body, status=200 if status == "ok" else 503)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import attrs
 
+from scenariokit.domain.code import nothing_to_run
 from scenariokit.domain.job import (
     ArtifactSaved,
     BrowserClosed,
@@ -40,7 +41,7 @@ from scenariokit.domain.job import (
     SessionReleased,
     SessionSaved,
 )
-from scenariokit.domain.model import RunErrorKind, utcnow
+from scenariokit.domain.model import RunError, RunErrorKind, utcnow
 from scenariokit.runner.confinement.cgroups import RunGroups, open_run_groups
 from scenariokit.runner.confinement.driver_snapshot import (
     BLOB_NAME,
@@ -490,6 +491,21 @@ class WorkerPool:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
+    async def retired(self) -> None:
+        """Wait until every worker whose run ended (or was abandoned) has been killed."""
+        while self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
+
+    @property
+    def busy_workers(self) -> int:
+        """How many workers execute a run now."""
+        return sum(1 for run in self._active.values() if run.worker is not None)
+
+    @property
+    def session_workers(self) -> int:
+        """How many workers only hold a saved session's browser open (their run finished)."""
+        return len({worker for worker in self._session_owner.values() if worker.current_run is None})
+
     @property
     def ready_workers(self) -> int:
         """How many warm workers wait for a run (``size`` plus the spares once all are up)."""
@@ -636,6 +652,10 @@ class WorkerPool:
         problems = check_syntax(job.steps)
         if problems:  # found before any browser starts
             return await self._finish_here(job, syntax_failure(job, problems[0], utcnow()), on_event)
+        nothing = nothing_to_run([step.exec_code for step in job.steps])
+        if nothing is not None:  # never a pass: a check that ran nothing checked nothing
+            error = RunError(kind=RunErrorKind.ERROR, message=nothing)
+            return await self._finish_here(job, finished_run(job, [], utcnow(), error), on_event)
         run = _ActiveRun(job)
         self._active[job.run_id] = run
         try:
