@@ -26,7 +26,7 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from marshmallow import Schema, fields, validate
 
-from scenariokit.domain import model
+from scenariokit.domain import model, revisions
 from scenariokit.domain import schedule as schedule_model
 from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
 from scenariokit.formats import inputs
@@ -47,6 +47,7 @@ _VALIDATORS: dict[Callable[..., Any], tuple[validate.Validator, dict[str, Any]]]
     inputs.at_least_zero: (validate.Range(min=0), {}),
     inputs.optional_name: (validate.Length(min=1, max=model.NAME_MAX), {}),
     inputs.short_code: (validate.Length(max=MAX_EXEC_CODE_CHARS), {}),
+    revisions.valid_message: (validate.Length(max=revisions.MESSAGE_MAX), {}),
 }
 
 

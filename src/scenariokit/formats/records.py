@@ -55,3 +55,4 @@ class ScenarioRecord(NamedTuple):
     created_at: str
     updated_at: str
     retries: Retries
+    revision: int

@@ -14,6 +14,7 @@ from scenariokit.storage.ports import Store
 from .authoring import AuthoringService
 from .base import AuthoringControl, Context, NoAuthoring, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
+from .revisions import RevisionService
 from .runs import RunService
 from .scenarios import ScenarioService
 from .schedules import ScheduleService
@@ -42,6 +43,7 @@ class Services:
             control=control or NoRunControl(),
         )
         self.scenarios = ScenarioService(self.context)
+        self.revisions = RevisionService(self.context)
         self.environments = EnvironmentService(self.context)
         self.credentials = CredentialService(self.context)
         self.snippets = SnippetService(self.context)
@@ -77,6 +79,7 @@ __all__ = [
     "ImportReport",
     "NoRunControl",
     "RunControl",
+    "RevisionService",
     "RunSettings",
     "Services",
     "TransferService",

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from scenariokit.domain.errors import NotFound, ValidationError
-from scenariokit.domain.model import Run, utcnow
+from scenariokit.domain.model import queued_run, utcnow
 from scenariokit.domain.schedule import Schedule, next_fire
 from scenariokit.formats.inputs import Patch, ScheduleInput
 from scenariokit.formats.queries import Page, ScheduleQuery
@@ -115,13 +115,7 @@ class ScheduleService(ServiceBase):
             found = {env.id for env in await uow.environments.get_many(schedule.environment_ids)}
             batch_id = uuid.uuid4() if len(schedule.environment_ids) > 1 else None
             runs = [
-                Run(
-                    scenario_id=scenario.id,
-                    scenario_name=scenario.name,
-                    environment_id=environment_id,
-                    schedule_id=schedule.id,
-                    batch_id=batch_id,
-                )
+                queued_run(scenario, environment_id, schedule_id=schedule.id, batch_id=batch_id)
                 for environment_id in schedule.environment_ids
                 if scenario is not None and environment_id in found
             ]
