@@ -211,3 +211,24 @@ async def test_the_migration_gives_stored_scenarios_revision_one(services: Any, 
     assert (await services.runs.get(finished)).run.scenario_revision is None
     changed = await services.scenarios.update(scenario_id, {"description": "changed"})
     assert changed.revision == 2
+
+
+async def test_yaml_export_writes_the_revision_and_import_ignores_it(services: Any) -> None:
+    scenario = await services.scenarios.create({"name": "checkout", "steps": [{"execCode": "a = 1"}]})
+    await services.scenarios.update(scenario.id, {"description": "two"})
+    text = await services.transfer.export_scenarios([scenario.id])
+    assert "\nrevision: 2\n" in text
+    await services.transfer.import_yaml(text, kind="scenario")
+    assert (await services.scenarios.get(scenario.id)).revision == 2  # unchanged: no revision
+    edited = text.replace("revision: 2", "revision: 99").replace("a = 1", "a = 2")
+    await services.transfer.import_yaml(edited, kind="scenario")
+    stored = await services.scenarios.get(scenario.id)
+    assert stored.revision == 3 and stored.steps[0].exec_code == "a = 2"
+    info = (await services.revisions.list(scenario.id)).items[0]
+    assert (info.number, info.source) == (3, RevisionSource.IMPORT)
+    created = await services.transfer.import_yaml(
+        "kind: scenario\nname: fresh\nrevision: 7\nsteps: []\n", kind="scenario"
+    )
+    [fresh_id] = created.created["scenario"]
+    assert (await services.scenarios.get(fresh_id)).revision == 1
+    assert (await services.revisions.get(fresh_id, 1)).info.source is RevisionSource.IMPORT
