@@ -143,7 +143,8 @@ class RunService(ServiceBase):
             scenario = require(await uow.scenarios.get(scenario_id), "scenario", scenario_id)
             stats = await uow.runs.stats(scenario_id, since)
             last_pass = (await uow.runs.last_passes([scenario_id])).get(scenario_id)
-        changed = last_pass is not None and last_pass.revision != scenario.revision
+        # a pass from before revisions were kept executed an unknown revision: not counted as changed
+        changed = last_pass is not None and last_pass.revision not in (None, scenario.revision)
         return attrs.evolve(stats, last_pass=last_pass, changed_since_last_pass=changed)
 
     async def last_pass_before(self, run: Run) -> LastPass | None:
