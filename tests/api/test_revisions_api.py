@@ -206,3 +206,53 @@ async def test_stats_name_the_last_pass_and_whether_the_scenario_changed_since(
     assert queued["scenarioRevision"] == 2
     runs = await _json(await client.get(f"{API}/run"))
     assert [item["scenarioRevision"] for item in runs["items"]] == [2, 1]
+
+
+async def test_a_failed_runs_page_shows_what_changed_since_the_last_pass(
+    client: Client, services: Any
+) -> None:
+    env = await created(client, f"{API}/environments", {"name": "e", "data": {"url": "http://x"}})
+    scenario = await created(
+        client, f"{API}/scenarios", {"name": "checkout", "steps": [{"title": "buy", "execCode": "x = 1"}]}
+    )
+    sid, step = uuid.UUID(scenario["id"]), scenario["steps"][0]
+    now = utcnow()
+
+    def run(revision: int, status: RunStatus, minutes: int) -> Run:
+        at = now - timedelta(minutes=minutes)
+        return Run(
+            scenario_id=sid,
+            scenario_name="checkout",
+            environment_id=uuid.UUID(env["id"]),
+            scenario_revision=revision,
+            status=status,
+            created_at=at,
+            started_at=at,
+            finished_at=at + timedelta(seconds=1),
+        )
+
+    passed, failed_same = run(1, RunStatus.PASS, 30), run(1, RunStatus.FAIL, 20)
+    failed = run(2, RunStatus.FAIL, 10)
+    async with services.store.unit_of_work() as uow:
+        for item in (passed, failed_same, failed):
+            await uow.runs.add(item)
+        await uow.commit()
+    await _json(
+        await client.patch(f"{API}/scenarios/{sid}/steps/{step['id']}", json={"execCode": "x = 2  # <b>"})
+    )
+
+    page = await client.get(f"/report/runs/{failed.id}")
+    html = await page.text()
+    assert page.status == 200
+    assert 'id="revision">2<' in html and 'id="changes"' in html
+    assert "Changed since it last passed (revision 1)" in html
+    assert f'href="/report/runs/{passed.id}"' in html
+    assert '<span class="del">-  x = 1</span>' in html
+    assert '<span class="add">+  x = 2  # &lt;b&gt;</span>' in html  # escaped, as every value
+    same = await (await client.get(f"/report/runs/{failed_same.id}")).text()
+    assert "Unchanged since it last passed" in same
+    ok = await (await client.get(f"/report/runs/{passed.id}")).text()
+    assert 'id="changes"' not in ok
+
+    index = await (await client.get("/report/")).text()
+    assert index.count("changed since pass 1") == 1
