@@ -59,8 +59,10 @@ class RevisionService(ServiceBase):
     async def list(self, scenario_id: uuid.UUID, query: RevisionQuery | None = None) -> Page[RevisionInfo]:
         """One page of the scenario's revisions, newest first, without their content."""
         async with self.ctx.uow(readonly=True) as uow:
-            require(await uow.scenarios.get(scenario_id), "scenario", scenario_id)
-            return await uow.revisions.list(scenario_id, query or RevisionQuery())
+            page = await uow.revisions.list(scenario_id, query or RevisionQuery())
+            if page.total == 0:  # every stored scenario has revision 1 at least: is there one?
+                require(await uow.scenarios.get(scenario_id), "scenario", scenario_id)
+            return page
 
     async def get(self, scenario_id: uuid.UUID, number: int) -> Revision:
         """Revision ``number`` with the whole scenario it held."""
