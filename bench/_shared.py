@@ -26,8 +26,8 @@ from playwright.async_api import async_playwright, expect
 
 from scenariokit.domain.model import RunTimings
 from scenariokit.formats.convert import make_converter
-from scenariokit.runner.browser import BrowserConfig, discover_browser
-from scenariokit.runner.processes import process_table, process_tree
+from scenariokit.runner.confinement.processes import process_table, process_tree
+from scenariokit.runner.worker.browser import BrowserConfig, discover_browser
 
 PAGE = """<!doctype html><title>bench</title>
 <input id="name"><button id="go" onclick="document.getElementById('out').textContent='Hello '+

@@ -78,7 +78,8 @@ def add_browser_args(extra: list[str]) -> None:
     """Have this tree's pool hand its workers a browser that launches with ``extra`` as well."""
     import attrs
 
-    from scenariokit.runner import browser, executor
+    from scenariokit.runner.parent import executor
+    from scenariokit.runner.worker import browser
 
     missing = tuple(arg for arg in extra if arg not in browser.DEFAULT_ARGS)
     discover = executor.discover_browser

@@ -34,8 +34,8 @@ from _shared import STEPS, CpuSampler, bare_playwright, serve_page, tree_environ
 import scenariokit
 from scenariokit.domain.model import RunStatus
 from scenariokit.formats.queries import RunQuery
-from scenariokit.runner import executor
-from scenariokit.runner.sandbox import DRIVER_SNAPSHOT_ENV, SANDBOX_ENV, bubblewrap_works
+from scenariokit.runner.confinement.sandbox import DRIVER_SNAPSHOT_ENV, SANDBOX_ENV, bubblewrap_works
+from scenariokit.runner.parent import executor
 
 _zygote_supported = executor.zygote_supported
 

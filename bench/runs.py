@@ -51,8 +51,8 @@ from _shared import (
 import scenariokit
 from scenariokit.domain.model import RunStatus, RunTimings
 from scenariokit.formats.queries import RunQuery
-from scenariokit.runner.browser import DEFAULT_ARGS, discover_browser
-from scenariokit.runner.sandbox import SANDBOX_ENV, bubblewrap_works
+from scenariokit.runner.confinement.sandbox import SANDBOX_ENV, bubblewrap_works
+from scenariokit.runner.worker.browser import DEFAULT_ARGS, discover_browser
 from scenariokit.settings import Settings
 
 Config = tuple[int, str]  # (workers, sandbox mode)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from scenariokit.runner.processes import process_table
+from scenariokit.runner.confinement.processes import process_table
 
 
 def children(pid: int) -> list[int]:

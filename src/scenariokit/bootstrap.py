@@ -13,8 +13,8 @@ from typing import Protocol
 
 import pluggy
 
-from scenariokit.runner.schedule_clock import ScheduleClock
-from scenariokit.runner.scheduler import Scheduler
+from scenariokit.runner.parent.schedule_clock import ScheduleClock
+from scenariokit.runner.parent.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
 from scenariokit.storage.opening import open_store
 

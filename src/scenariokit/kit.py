@@ -48,7 +48,7 @@ from scenariokit.formats.inputs import (
 )
 from scenariokit.formats.presenters import RunDetail
 from scenariokit.formats.queries import LogQuery
-from scenariokit.runner.scheduler import Scheduler
+from scenariokit.runner.parent.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
 from scenariokit.settings import default_artifacts_dir
 from scenariokit.storage.opening import open_store

@@ -12,8 +12,7 @@ import attrs
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from scenariokit.runner.capacity import default_workers
-from scenariokit.runner.sandbox import (
+from scenariokit.runner.confinement.sandbox import (
     DEFAULT_MEMORY_MB,
     SANDBOX_MODES,
     SandboxMode,
@@ -21,6 +20,7 @@ from scenariokit.runner.sandbox import (
     parse_memory_mb,
     parse_sandbox_mode,
 )
+from scenariokit.runner.parent.capacity import default_workers
 from scenariokit.services import RunSettings
 from scenariokit.storage.opening import DEFAULT_DATABASE_URL
 from scenariokit.storage.sqlalchemy import sqlite_path
@@ -106,7 +106,7 @@ class Settings:
         converter=Path,
     )
     trace: TraceMode = attrs.field(default="off", validator=_trace)
-    #: runs at once: measured default for this machine's cores and memory (runner/capacity.py)
+    #: runs at once: measured default for this machine's cores and memory (runner/parent/capacity.py)
     workers: int = attrs.field(factory=default_workers, validator=_positive)
     lease_seconds: float = attrs.field(default=15.0, validator=_positive)
     session_keepalive_seconds: float = attrs.field(default=600.0, validator=_positive)

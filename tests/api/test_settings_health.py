@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from api_support import Client, ClientFactory
 
-from scenariokit.runner.capacity import default_workers
+from scenariokit.runner.parent.capacity import default_workers
 from scenariokit.services import Services
 from scenariokit.storage.opening import open_store
 from scenariokit_server import Settings, SettingsError, UnsafeBindError, create_app, run_server
@@ -118,7 +118,7 @@ ROOT_ON_CGROUP_V1 = os.path.isdir("/sys/fs/cgroup/memory")
 
 
 async def test_health_says_which_limits_each_runs_control_group_has(client: Client) -> None:
-    from scenariokit.runner.cgroups import available_controllers
+    from scenariokit.runner.confinement.cgroups import available_controllers
 
     body = await (await client.get("/health")).json()
     assert body["runGroups"] == list(available_controllers())
@@ -134,7 +134,7 @@ def test_sandbox_settings_are_read() -> None:
 
 
 async def test_health_says_which_sandbox_confines_the_workers(make_client: ClientFactory) -> None:
-    from scenariokit.runner.sandbox import bubblewrap_works
+    from scenariokit.runner.confinement.sandbox import bubblewrap_works
 
     off = await (await make_client(sandbox="off")).get("/health")
     assert (await off.json())["sandbox"] == "none"

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.browser
 
 def _chromium() -> dict[str, Any]:
     try:
-        from scenariokit.runner.browser import discover_browser
+        from scenariokit.runner.worker.browser import discover_browser
     except ImportError:
         path = shutil.which("chromium") or "/usr/bin/chromium"
         return {"executable_path": path, "args": ["--no-sandbox", "--disable-gpu"]}

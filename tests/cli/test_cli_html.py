@@ -11,7 +11,7 @@ import pytest
 
 from scenariokit.cli import main
 from scenariokit.domain.errors import BrowserUnavailable
-from scenariokit.runner.browser import discover_browser
+from scenariokit.runner.worker.browser import discover_browser
 
 
 def _launch_options() -> dict[str, Any]:

@@ -20,8 +20,8 @@ from playwright.async_api import async_playwright
 import scenariokit
 from json_services import json_services
 from scenariokit.domain.job import RunJob
-from scenariokit.runner.browser import discover_browser
-from scenariokit.runner.plugin_hooks import PluginHooks
+from scenariokit.runner.worker.browser import discover_browser
+from scenariokit.runner.worker.plugin_hooks import PluginHooks
 from scenariokit.services import Services
 from scenariokit.storage.opening import open_store
 from scenariokit.storage.ports import Store

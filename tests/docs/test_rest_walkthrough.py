@@ -24,7 +24,7 @@ import pytest
 from doc_blocks import ROOT, code_blocks
 
 from scenariokit.domain.errors import BrowserUnavailable
-from scenariokit.runner.browser import discover_browser
+from scenariokit.runner.worker.browser import discover_browser
 from scenariokit_server import Settings
 from served_pages import serve_pages
 

@@ -20,7 +20,7 @@ from cryptography.fernet import Fernet
 
 from json_services import json_services
 from scenariokit.domain.model import Run, RunErrorKind, RunStatus, StepStatus
-from scenariokit.runner.scheduler import Scheduler
+from scenariokit.runner.parent.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
 from scenariokit.storage import ports
 from scenariokit.storage.sqlalchemy import SqlStore

@@ -13,7 +13,7 @@ import playwright
 import pytest
 
 import scenariokit
-from scenariokit.runner.browser import discover_browser
+from scenariokit.runner.worker.browser import discover_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 

@@ -22,7 +22,7 @@ from aiohttp import web
 from mcp_support import Served, ServerFactory
 
 from scenariokit.bootstrap import open_services, running_scheduler
-from scenariokit.runner.scheduler import Scheduler
+from scenariokit.runner.parent.scheduler import Scheduler
 from scenariokit_server import Settings, create_app
 from scenariokit_server.boundary import server_options
 

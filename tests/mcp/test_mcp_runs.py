@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from mcp_support import Served, Transcript, call, connect, fail, text_of
 
-from scenariokit.runner.scheduler import Scheduler
+from scenariokit.runner.parent.scheduler import Scheduler
 
 OPEN_AND_CHECK = """\
 await page.goto(helpers.getEnvUrl())
@@ -15,6 +15,7 @@ print("saw the greeting on", await page.title())
 
 
 @pytest.mark.browser
+@pytest.mark.platform
 async def test_a_scenario_runs_to_pass_and_its_log_is_searchable(
     server: Served, scheduler: Scheduler, hello_site: str
 ) -> None:

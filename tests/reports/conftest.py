@@ -17,7 +17,7 @@ import pytest
 from report_support import SITE_PAGE, ServerFactory, live_server
 
 from scenariokit.domain.errors import BrowserUnavailable
-from scenariokit.runner.browser import discover_browser
+from scenariokit.runner.worker.browser import discover_browser
 from scenariokit_server import Settings
 from served_pages import serve_pages
 

@@ -19,9 +19,9 @@ import pytest
 import pytest_asyncio
 
 from scenariokit.domain.job import RunEvent, RunFinished, RunJob, SessionReleased, StepJob
-from scenariokit.runner.executor import WorkerPool
-from scenariokit.runner.processes import process_table, process_tree
-from scenariokit.runner.sandbox import SandboxConfig
+from scenariokit.runner.confinement.processes import process_table, process_tree
+from scenariokit.runner.confinement.sandbox import SandboxConfig
+from scenariokit.runner.parent.executor import WorkerPool
 from served_pages import serve_pages
 
 MARKER_ENV = "RUNNER_TEST_MARK"

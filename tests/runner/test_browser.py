@@ -10,7 +10,7 @@ import pytest
 
 from process_checks import descendants
 from scenariokit.domain.errors import BrowserUnavailable
-from scenariokit.runner.browser import (
+from scenariokit.runner.worker.browser import (
     DEFAULT_ARGS,
     BrowserConfig,
     browser_build,

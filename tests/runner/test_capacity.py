@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scenariokit.runner.capacity import MIB_PER_RUN, default_workers, physical_memory_mib, usable_cores
+from scenariokit.runner.parent.capacity import MIB_PER_RUN, default_workers, physical_memory_mib, usable_cores
 from scenariokit.settings import Settings
 
 

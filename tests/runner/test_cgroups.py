@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scenariokit.runner.cgroups import JOIN_FAILED, RunGroup, RunGroups, open_run_groups
+from scenariokit.runner.confinement.cgroups import JOIN_FAILED, RunGroup, RunGroups, open_run_groups
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_none_without_a_writable_hierarchy(tmp_path: Path) -> None:
 
 def test_groups_a_killed_process_left_are_removed_by_the_next_one() -> None:
     child = subprocess.run(
-        [sys.executable, "-c", "from scenariokit.runner.cgroups import open_run_groups as o\n"
+        [sys.executable, "-c", "from scenariokit.runner.confinement.cgroups import open_run_groups as o\n"
          "g=o(256,20,tag='left')\nr=g.create()\nprint(*(p.path for p in r.places))"],
         capture_output=True, text=True, timeout=60,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},

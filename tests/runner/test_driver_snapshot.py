@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob
-from scenariokit.runner import driver_snapshot, executor, sandbox
-from scenariokit.runner.browser import discover_browser
-from scenariokit.runner.driver_snapshot import (
+from scenariokit.runner.confinement import driver_snapshot, sandbox
+from scenariokit.runner.confinement.driver_snapshot import (
     BLOB_NAME,
     DRIVER_TUNABLES,
     LAUNCHER_NAME,
@@ -31,8 +30,16 @@ from scenariokit.runner.driver_snapshot import (
     snapshot_builder,
     warm_up_options,
 )
-from scenariokit.runner.executor import WorkerPool
-from scenariokit.runner.sandbox import NodeCache, SandboxConfig, SandboxMode, bubblewrap_works, worker_command
+from scenariokit.runner.confinement.sandbox import (
+    NodeCache,
+    SandboxConfig,
+    SandboxMode,
+    bubblewrap_works,
+    worker_command,
+)
+from scenariokit.runner.parent import executor
+from scenariokit.runner.parent.executor import WorkerPool
+from scenariokit.runner.worker.browser import discover_browser
 
 TEST_UID = 0x7000_0000 + 4000
 
@@ -329,7 +336,7 @@ async def _pool_warnings(
 ) -> tuple[NodeCache | None, list[str]]:
     """What a pool made for its drivers, once one of its workers started one from the snapshot (or
     not, as asked), and what the pool warned of meanwhile."""
-    with caplog.at_level(logging.WARNING, logger="scenariokit.runner.executor"):
+    with caplog.at_level(logging.WARNING, logger="scenariokit.runner.parent.executor"):
         async with WorkerPool(1, sandbox=config) as pool:
             made = await pool.node_cache_made()
             await _runs_until_started_from_snapshot(pool, make_job, expected=from_snapshot)

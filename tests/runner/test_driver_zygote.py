@@ -24,9 +24,8 @@ from test_driver_snapshot import HTTP_FROM_THE_DRIVER, printed, run_collecting
 
 from process_checks import children
 from scenariokit.domain.job import RunJob
-from scenariokit.runner.browser import discover_browser
-from scenariokit.runner.driver_snapshot import NODE_PATH_ENV, bundled_driver, warm_up_options
-from scenariokit.runner.driver_zygote import (
+from scenariokit.runner.confinement.driver_snapshot import NODE_PATH_ENV, bundled_driver, warm_up_options
+from scenariokit.runner.confinement.driver_zygote import (
     DRIVER_ZYGOTE_ENV,
     SOCKET_NAME,
     ZYGOTE_LAUNCHER_NAME,
@@ -35,8 +34,9 @@ from scenariokit.runner.driver_zygote import (
     zygote_socket,
     zygote_supported,
 )
-from scenariokit.runner.executor import WorkerPool
-from scenariokit.runner.sandbox import SandboxConfig, SandboxMode, bubblewrap_works
+from scenariokit.runner.confinement.sandbox import SandboxConfig, SandboxMode, bubblewrap_works
+from scenariokit.runner.parent.executor import WorkerPool
+from scenariokit.runner.worker.browser import discover_browser
 
 
 def test_the_node_shipped_with_playwright_can_be_a_driver_zygote() -> None:
@@ -363,7 +363,7 @@ async def test_a_driver_forked_after_the_zygote_idled_does_not_collect_the_inher
     run it first, marking the whole inherited heap: about 90 ms of CPU per run, measured as runs per
     minute falling by a fifth in a service that paused between bursts. Its delays are cut to 50 ms
     here, so the pause takes a second; ``--no-memory-reducer`` is what keeps the driver idle."""
-    import scenariokit.runner.driver_zygote as driver_zygote
+    import scenariokit.runner.confinement.driver_zygote as driver_zygote
 
     soon = ("--memory-reducer-delay-ms=50", "--gc-memory-reducer-start-delay-ms=50")
     flags = (*driver_zygote.ZYGOTE_NODE_FLAGS, *soon)
@@ -463,7 +463,7 @@ async def test_workers_get_drivers_forked_from_the_pools_zygote_and_they_speak_h
 
 
 def test_the_launcher_is_run_by_the_workers_interpreter_isolated() -> None:
-    from scenariokit.runner.driver_zygote import launcher_script
+    from scenariokit.runner.confinement.driver_zygote import launcher_script
 
     text = launcher_script(sys.executable, "/x/socket", "/x/node")
     assert text.startswith(f"#!{sys.executable} -IS\n")
@@ -474,7 +474,7 @@ def test_the_launcher_is_run_by_the_workers_interpreter_isolated() -> None:
 STARTS_A_ZYGOTE = """
 import asyncio, sys
 from pathlib import Path
-from scenariokit.runner.driver_zygote import DriverZygote
+from scenariokit.runner.confinement.driver_zygote import DriverZygote
 async def main():
     folder = Path(sys.argv[1])
     env = {'PATH': '/usr/bin:/bin', 'HOME': str(folder)}

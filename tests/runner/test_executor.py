@@ -22,8 +22,8 @@ from scenariokit.domain.job import (
     StepStarted,
 )
 from scenariokit.domain.model import RunErrorKind, StepResult, StepStatus
-from scenariokit.runner.executor import WorkerPool
-from scenariokit.runner.sandbox import SandboxConfig
+from scenariokit.runner.confinement.sandbox import SandboxConfig
+from scenariokit.runner.parent.executor import WorkerPool
 
 JobFactory = Callable[..., RunJob]
 Runner = Callable[..., Awaitable[tuple[RunFinished, list[RunEvent]]]]

@@ -11,8 +11,8 @@ import pytest
 
 from scenariokit.domain.job import LogEvent
 from scenariokit.domain.model import utcnow
-from scenariokit.runner.masking import LogMasker, mask_text
 from scenariokit.runner.protocol import UnreadableReport, WorkerReady, decode_report
+from scenariokit.runner.worker.masking import LogMasker, mask_text
 
 SECRET = 'Hunter2 Sup3r"S3cret!'
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from scenariokit.domain.job import CredentialValue, LogEvent, RunEvent, RunFinished, RunJob
-from scenariokit.runner.executor import WorkerPool
-from scenariokit.runner.processes import process_table, process_tree
-from scenariokit.runner.sandbox import WORKER_UIDS
+from scenariokit.runner.confinement.processes import process_table, process_tree
+from scenariokit.runner.confinement.sandbox import WORKER_UIDS
+from scenariokit.runner.parent.executor import WorkerPool
 
 JobFactory = Callable[..., RunJob]
 Runner = Callable[..., Awaitable[tuple[RunFinished, list[RunEvent]]]]

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from scenariokit.runner import sandbox
-from scenariokit.runner.browser import BrowserConfig
-from scenariokit.runner.executor import WorkerPool
-from scenariokit.runner.sandbox import (
+from scenariokit.runner.confinement import sandbox
+from scenariokit.runner.confinement.sandbox import (
     NodeCache,
     NoWorkerUser,
     SandboxConfig,
@@ -22,6 +20,8 @@ from scenariokit.runner.sandbox import (
     worker_command,
     worker_environment,
 )
+from scenariokit.runner.parent.executor import WorkerPool
+from scenariokit.runner.worker.browser import BrowserConfig
 
 
 def test_a_worker_keeps_no_setting_of_the_service() -> None:

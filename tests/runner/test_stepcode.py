@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 import scenariokit.domain.job as domain_job
-import scenariokit.runner.stepcode as stepcode
+import scenariokit.runner.worker.stepcode as stepcode
 from scenariokit.domain import code as domain_code
 from scenariokit.domain.job import CredentialValue, RunJob, StepJob, compiled, step_job
 from scenariokit.domain.model import RunErrorKind, Step
-from scenariokit.runner.plugin_hooks import PluginHooks
-from scenariokit.runner.stepcode import (
+from scenariokit.runner.worker.plugin_hooks import PluginHooks
+from scenariokit.runner.worker.stepcode import (
     CredentialBook,
     SnippetLibrary,
     StepHelpers,

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from scenariokit.domain.job import RUN_MARKS, BrowserClosed, RunFinished
 from scenariokit.domain.model import StepResult, StepStatus, StepTiming, utcnow
-from scenariokit.runner.timeline import RunTimeline, close_ms, with_close
+from scenariokit.runner.parent.timeline import RunTimeline, close_ms, with_close
 
 
 def at(start: datetime, ms: int) -> datetime:

@@ -16,11 +16,16 @@ import pytest
 
 from process_checks import children
 from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob
-from scenariokit.runner import zygote as zygote_module
-from scenariokit.runner.executor import WorkerPool
-from scenariokit.runner.processes import process_table
-from scenariokit.runner.sandbox import SandboxConfig, bubblewrap_works, sandbox_command, worker_environment
-from scenariokit.runner.zygote import Zygote, ZygoteUnavailable
+from scenariokit.runner.confinement import zygote as zygote_module
+from scenariokit.runner.confinement.processes import process_table
+from scenariokit.runner.confinement.sandbox import (
+    SandboxConfig,
+    bubblewrap_works,
+    sandbox_command,
+    worker_environment,
+)
+from scenariokit.runner.confinement.zygote import Zygote, ZygoteUnavailable
+from scenariokit.runner.parent.executor import WorkerPool
 
 in_session = pytest.mark.asyncio(loop_scope="session")
 JobFactory = Callable[..., RunJob]
@@ -60,7 +65,7 @@ async def test_workers_are_forked_from_the_zygote_and_it_ends_with_the_pool(
         frozen = "import gc\nprint('frozen', gc.get_freeze_count() > 1000)"
         # and it loaded the installed plugins (the bundled fake-data plugin's helpers are there)
         plugins = (
-            "from scenariokit.runner import plugin_hooks\n"
+            "from scenariokit.runner.worker import plugin_hooks\n"
             "print('preloaded', plugin_hooks._preloaded is not None)\n"
             "print('helper', callable(helpers.fake.email))"
         )

@@ -11,8 +11,8 @@ import pytest_asyncio
 from security_support import SECRET, UNLINKED_SECRET, VICTIM_SECRET, Hostile
 
 import scenariokit
-from scenariokit.runner import executor
-from scenariokit.runner.sandbox import bubblewrap_works
+from scenariokit.runner.confinement.sandbox import bubblewrap_works
+from scenariokit.runner.parent import executor
 from served_pages import serve_pages
 
 PAGES = {"/": "<!doctype html><title>Home</title><h1>Hello</h1>"}

@@ -26,7 +26,7 @@ from test_hostile_steps import (
 )
 
 from scenariokit.formats.inputs import AuthoringExecInput, AuthoringStartInput, LinkInput
-from scenariokit.runner.sandbox import WORKER_UIDS
+from scenariokit.runner.confinement.sandbox import WORKER_UIDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 

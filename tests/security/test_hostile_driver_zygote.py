@@ -19,7 +19,7 @@ from security_support import Hostile
 from test_hostile_steps import attack, seen
 
 from scenariokit.domain.model import RunStatus
-from scenariokit.runner.driver_zygote import DRIVER_ZYGOTE_ENV
+from scenariokit.runner.confinement.driver_zygote import DRIVER_ZYGOTE_ENV
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 

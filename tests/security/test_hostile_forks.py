@@ -16,7 +16,7 @@ from security_support import Hostile
 from test_hostile_steps import attack, blocked, seen
 
 from scenariokit.domain.model import RunStatus
-from scenariokit.runner.sandbox import WORKER_UIDS
+from scenariokit.runner.confinement.sandbox import WORKER_UIDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -127,7 +127,8 @@ async def test_a_forked_worker_holds_nothing_of_the_zygote(hostile: Hostile) -> 
 
 TAMPER = (
     "import builtins, os, signal, sys\n"
-    "import scenariokit.runner.worker as worker, scenariokit.runner.zygote_process as zygote\n"
+    "import scenariokit.runner.worker.process as worker\n"
+    "import scenariokit.runner.confinement.zygote_process as zygote\n"
     "builtins._left_by_a_run = 'tampered'\n"
     "worker.worker_entry = zygote.serve = lambda *a: print('hijacked')\n"
     "sys.modules['json'].dumps = lambda *a, **k: 'hijacked'\n"
@@ -142,7 +143,7 @@ TAMPER = (
 )
 CHECK = (
     "import builtins, json, os\n"
-    "import scenariokit.runner.worker as worker\n"
+    "import scenariokit.runner.worker.process as worker\n"
     "print('left', getattr(builtins, '_left_by_a_run', None), os.environ.get('LEFT_BY_A_RUN'),"
     " 'left' in os.listdir(os.environ['TMPDIR']), json.dumps(1), worker.worker_entry.__name__)\n"
 )

@@ -24,8 +24,8 @@ import pytest
 from security_support import SECRET, UNLINKED_SECRET, VICTIM_SECRET, Hostile
 
 from scenariokit.domain.model import RunErrorKind, RunStatus
-from scenariokit.runner.cgroups import available_controllers
-from scenariokit.runner.sandbox import WORKER_UIDS
+from scenariokit.runner.confinement.cgroups import available_controllers
+from scenariokit.runner.confinement.sandbox import WORKER_UIDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -192,6 +192,7 @@ LEAKING = [
 ]
 
 
+@pytest.mark.platform
 async def test_hostile_steps_see_nothing_of_the_service_and_leak_nothing(
     hostile: Hostile, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -257,8 +258,9 @@ async def test_a_run_that_patches_the_masker_cannot_unmask_itself_or_a_later_run
     caplog.set_level("DEBUG", logger="scenariokit")
     patcher = await hostile.run(
         "patch the masker",
-        "import scenariokit.runner.stepcode as stepcode, scenariokit.runner.masking as masking\n"
-        "import scenariokit.runner.protocol as protocol, scenariokit.runner.worker as worker\n"
+        "import scenariokit.runner.worker.stepcode as stepcode\n"
+        "import scenariokit.runner.worker.masking as masking\n"
+        "import scenariokit.runner.protocol as protocol, scenariokit.runner.worker.process as worker\n"
         "stepcode.mask_secrets = masking.mask_text = lambda text, secrets: text\n"
         "protocol.mask_event = worker.mask_event = lambda event, secrets: event\n"
         "import os\nopen('note.txt', 'w').write('left for the next run')\n"
@@ -357,7 +359,7 @@ async def test_a_browser_memory_bomb_fails_its_own_run_naming_the_limit(hostile:
 async def test_run_directories_are_removed_once_their_workers_are_gone(hostile: Hostile) -> None:
     import asyncio
 
-    from scenariokit.runner.executor import WARM_SPARES
+    from scenariokit.runner.parent.executor import WARM_SPARES
 
     warm = 1 + WARM_SPARES  # the workers waiting for the next runs (the kit has one worker)
     spinning = await hostile.run(

@@ -15,7 +15,7 @@ import pytest
 from json_services import json_services
 from scenariokit.domain.model import utcnow
 from scenariokit.formats.queries import RunQuery
-from scenariokit.runner.schedule_clock import ScheduleClock
+from scenariokit.runner.parent.schedule_clock import ScheduleClock
 from scenariokit.services import Services
 from scenariokit.storage.opening import open_store
 from scenariokit.storage.sqlalchemy import SqlStore

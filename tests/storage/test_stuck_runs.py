@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
 from scenariokit.domain.model import RunErrorKind, RunStatus, StepStatus
-from scenariokit.runner.scheduler import Scheduler
+from scenariokit.runner.parent.scheduler import Scheduler
 from scenariokit.services import Services
 from scenariokit.storage.sqlalchemy import SqlStore
 from scenariokit.storage.sqlalchemy import tables as t

@@ -16,7 +16,7 @@ from scenariokit_snippets_common import SNIPPETS, CommonSnippets
 
 import scenariokit
 from scenariokit import RunStatus
-from scenariokit.runner.plugin_hooks import PluginHooks
+from scenariokit.runner.worker.plugin_hooks import PluginHooks
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -3,7 +3,7 @@
 An authoring session is a live browser held by a sandboxed worker process, in which an agent (or a
 recorder panel) executes step code one piece at a time and keeps what worked as a scenario: the exact
 code that ran. These values cross between the worker process, the parent that holds it
-(:mod:`scenariokit.runner.authoring_host`) and the service (:mod:`scenariokit.services.authoring`), so
+(:mod:`scenariokit.runner.parent.authoring_host`) and the service (:mod:`scenariokit.services.authoring`), so
 they are plain, picklable data; the worker's replies are decoded by the parent's allow-list.
 """
 

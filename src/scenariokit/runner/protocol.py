@@ -29,7 +29,7 @@ from scenariokit.domain.job import (
     StepJob,
 )
 from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, skip_remaining, utcnow
-from scenariokit.runner.stepcode import SyntaxProblem, mask_secrets
+from scenariokit.runner.worker.stepcode import SyntaxProblem, mask_secrets
 
 # --- parent → worker -----------------------------------------------------------------------------
 

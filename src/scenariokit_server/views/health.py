@@ -34,7 +34,7 @@ def service_version() -> str:
 def browser_status() -> str:
     """``"ok"`` when runs have a browser to use, else ``"missing"``."""
     try:
-        from scenariokit.runner.browser import browser_status as discover
+        from scenariokit.runner.worker.browser import browser_status as discover
     except ImportError:  # a library without the runner: look where discovery would
         configured = os.environ.get("SCENARIOKIT_BROWSER_PATH")
         found = (configured and os.access(configured, os.X_OK)) or shutil.which("chromium")
@@ -44,7 +44,7 @@ def browser_status() -> str:
 
 def sandbox_kind(app: web.Application, settings: Settings) -> str:
     """``"bubblewrap"`` or ``"none"``: what confines the workers (docs/security.md)."""
-    from scenariokit.runner.sandbox import sandbox_status
+    from scenariokit.runner.confinement.sandbox import sandbox_status
 
     scheduler = app.get(keys.SCHEDULER)
     started = getattr(getattr(scheduler, "pool", None), "sandbox_kind", None)
@@ -53,7 +53,7 @@ def sandbox_kind(app: web.Application, settings: Settings) -> str:
 
 def run_groups(app: web.Application) -> list[str]:
     """The controllers of each run's control group (``memory``, ``pids``); empty where there are none."""
-    from scenariokit.runner.cgroups import available_controllers
+    from scenariokit.runner.confinement.cgroups import available_controllers
 
     scheduler = app.get(keys.SCHEDULER)
     pool = getattr(scheduler, "pool", None)
@@ -66,7 +66,7 @@ def run_groups(app: web.Application) -> list[str]:
 def browser_build() -> str | None:
     """Which build runs use, with its version and path (see docs/deployment.md), or None."""
     try:
-        from scenariokit.runner.browser import browser_build as build
+        from scenariokit.runner.worker.browser import browser_build as build
     except ImportError:
         return None
     return build()

@@ -47,7 +47,7 @@ from scenariokit.domain.model import (
     StepResult,
     utcnow,
 )
-from scenariokit.runner.masking import LogMasker, mask_text
+from scenariokit.runner.parent.worker_handle import Stream, WorkerGone, WorkerHandle
 from scenariokit.runner.protocol import (
     AuthoringExec,
     AuthoringLook,
@@ -57,10 +57,10 @@ from scenariokit.runner.protocol import (
     plain_ids,
     seconds,
 )
-from scenariokit.runner.worker_handle import Stream, WorkerGone, WorkerHandle
+from scenariokit.runner.worker.masking import LogMasker, mask_text
 
 if TYPE_CHECKING:
-    from scenariokit.runner.executor import WorkerPool
+    from scenariokit.runner.parent.executor import WorkerPool
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """A control group per run: one memory and one task limit over the worker, its driver and its browser.
 
-The rlimits a worker sets (:func:`scenariokit.runner.sandbox.apply_limits`) bind its own Python, but
+The rlimits a worker sets (:func:`.sandbox.apply_limits`) bind its own Python, but
 Chromium and the Playwright driver are other processes: Chromium reserves terabytes of address space
 (no ``RLIMIT_AS`` can cover it), and ``RLIMIT_NPROC`` counts per user and does not bind root at all.
 A control group binds them all: every process of a run is born in the run's group, whose ``memory``
@@ -32,7 +32,7 @@ from typing import Literal
 
 import attrs
 
-from scenariokit.runner.processes import pid_alive
+from scenariokit.runner.confinement.processes import pid_alive
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from scenariokit.domain.errors import ScenarioKitError
-from scenariokit.runner.sandbox import SandboxKind
+from scenariokit.runner.confinement.sandbox import SandboxKind
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ GIVE_UP_AFTER = 3
 ZYGOTE_BOOTSTRAP = (
     "import sys,json\n"
     "sys.path[:]=json.loads(sys.argv[1])\n"
-    "from scenariokit.runner.zygote_process import serve;serve(int(sys.argv[2]))"
+    "from scenariokit.runner.confinement.zygote_process import serve;serve(int(sys.argv[2]))"
 )
 
 
@@ -169,7 +169,7 @@ class Zygote:
             self._start()
 
     def _start(self) -> None:
-        from scenariokit.runner.sandbox import worker_import_path
+        from scenariokit.runner.confinement.sandbox import worker_import_path
 
         self._stop()
         self._last_start = time.monotonic()
@@ -289,6 +289,6 @@ class Zygote:
 
 def zygote_environment(kind: SandboxKind, pool_dir: Path, pass_env: Sequence[str]) -> dict[str, str]:
     """The zygote's own environment: a worker's minimal one (each worker it forks takes its own)."""
-    from scenariokit.runner.sandbox import SANDBOX_RUN_DIR, worker_environment
+    from scenariokit.runner.confinement.sandbox import SANDBOX_RUN_DIR, worker_environment
 
     return worker_environment(SANDBOX_RUN_DIR if kind == "bubblewrap" else str(pool_dir), extra=pass_env)

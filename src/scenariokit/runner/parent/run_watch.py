@@ -22,7 +22,7 @@ from scenariokit.runner.protocol import (
     step_label,
     step_timeout_message,
 )
-from scenariokit.runner.stepcode import mask_secrets
+from scenariokit.runner.worker.stepcode import mask_secrets
 
 #: added to a step's and the run's limit before the parent steps in
 LIMIT_GRACE_SECONDS = 1.5

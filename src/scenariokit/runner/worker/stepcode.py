@@ -23,7 +23,7 @@ from playwright.async_api import expect
 from scenariokit.domain.code import compile_snippet_code, compile_step_code
 from scenariokit.domain.job import CredentialValue, RunJob, StepJob, compiled
 from scenariokit.domain.model import RunErrorKind, environment_url
-from scenariokit.runner.masking import MASK, mask_text
+from scenariokit.runner.worker.masking import MASK, mask_text
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 

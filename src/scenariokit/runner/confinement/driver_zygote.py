@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from scenariokit.runner.driver_snapshot import NODE_PATH_ENV, WARM_UP_FAILED, bundled_driver
+from scenariokit.runner.confinement.driver_snapshot import NODE_PATH_ENV, WARM_UP_FAILED, bundled_driver
 
 logger = logging.getLogger(__name__)
 

@@ -32,9 +32,17 @@ from typing import Literal, cast
 import attrs
 
 from scenariokit.domain.errors import ScenarioKitError
-from scenariokit.runner.driver_snapshot import LAUNCHER_NAME, NODE_PATH_ENV, SANDBOX_DRIVER_SNAPSHOT
-from scenariokit.runner.driver_zygote import DRIVER_ZYGOTE_ENV, SANDBOX_DRIVER_ZYGOTE, ZYGOTE_LAUNCHER_NAME
-from scenariokit.runner.processes import pid_alive
+from scenariokit.runner.confinement.driver_snapshot import (
+    LAUNCHER_NAME,
+    NODE_PATH_ENV,
+    SANDBOX_DRIVER_SNAPSHOT,
+)
+from scenariokit.runner.confinement.driver_zygote import (
+    DRIVER_ZYGOTE_ENV,
+    SANDBOX_DRIVER_ZYGOTE,
+    ZYGOTE_LAUNCHER_NAME,
+)
+from scenariokit.runner.confinement.processes import pid_alive
 
 SandboxMode = Literal["auto", "bubblewrap", "off"]
 SandboxKind = Literal["bubblewrap", "none"]
@@ -118,7 +126,7 @@ class SandboxConfig:
     #: whether the pool builds the driver's start-up snapshot for its workers
     driver_snapshot: bool = True
     #: whether each run's driver is forked from the process's driver zygote where this Node.js can run
-    #: one (``runner/driver_zygote.py``); it needs the snapshot, whose launcher is its fallback
+    #: one (``runner/confinement/driver_zygote.py``); it needs the snapshot, whose launcher is its fallback
     driver_zygote: bool = True
     #: whether workers are forked from the pool's zygote where it can (:mod:`.zygote`); else by exec
     zygote: bool = True
@@ -359,7 +367,7 @@ BOOTSTRAP = (
     "import os,sys,json\n"
     "if sys.argv[3]:os.setgroups([]);os.setgid(int(sys.argv[3]));os.setuid(int(sys.argv[3]))\n"
     "sys.path[:]=json.loads(sys.argv[1])\n"
-    "from scenariokit.runner.worker import worker_entry;worker_entry(int(sys.argv[2]))"
+    "from scenariokit.runner.worker.process import worker_entry;worker_entry(int(sys.argv[2]))"
 )
 
 
@@ -422,7 +430,7 @@ class NodeCache:
 
     #: the folder of the driver's compile cache Node filled (:func:`seal_node_cache`)
     compile_cache: Path | None = None
-    #: the folder of the driver's start-up snapshot (``runner/driver_snapshot.py``)
+    #: the folder of the driver's start-up snapshot (``runner/confinement/driver_snapshot.py``)
     snapshot: Path | None = None
     #: the folder of the pool's driver zygote: its socket and the launcher that asks it for a driver
     zygote: Path | None = None

@@ -29,18 +29,9 @@ from playwright.async_api import async_playwright
 
 from scenariokit.domain.job import RunEvent, RunJob, SessionReleased
 from scenariokit.domain.model import RunError, RunErrorKind, utcnow
-from scenariokit.runner.authoring import AuthoringLive
-from scenariokit.runner.browser import BrowserConfig
-from scenariokit.runner.driver_zygote import use_forked_drivers
-from scenariokit.runner.execution import (
-    BROWSER_CALL_TIMEOUT_SECONDS,
-    HeldSession,
-    RunEnd,
-    RunExecution,
-    close_browser,
-)
-from scenariokit.runner.plugin_hooks import PluginHooks
-from scenariokit.runner.processes import become_subreaper, process_tree
+from scenariokit.runner.confinement.driver_zygote import use_forked_drivers
+from scenariokit.runner.confinement.processes import become_subreaper, process_tree
+from scenariokit.runner.confinement.sandbox import ResourceLimits, apply_limits
 from scenariokit.runner.protocol import (
     AuthoringExec,
     AuthoringLook,
@@ -56,7 +47,16 @@ from scenariokit.runner.protocol import (
     finished_run,
     mask_event,
 )
-from scenariokit.runner.sandbox import ResourceLimits, apply_limits
+from scenariokit.runner.worker.authoring import AuthoringLive
+from scenariokit.runner.worker.browser import BrowserConfig
+from scenariokit.runner.worker.execution import (
+    BROWSER_CALL_TIMEOUT_SECONDS,
+    HeldSession,
+    RunEnd,
+    RunExecution,
+    close_browser,
+)
+from scenariokit.runner.worker.plugin_hooks import PluginHooks
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from scenariokit.domain.job import RunJob
-from scenariokit.runner.stepcode import SnippetSource
+from scenariokit.runner.worker.stepcode import SnippetSource
 
 logger = logging.getLogger(__name__)
 

@@ -54,7 +54,7 @@ SHARED_NAMESPACES = ("user", "net", "uts", "cgroup")
 #: imports lazily once started (its plugin manager, the entry points it reads, Playwright's
 #: connection). The installed plugins are loaded after these (:func:`_preload_plugins`).
 PRELOADED = (
-    "scenariokit.runner.worker",
+    "scenariokit.runner.worker.process",
     "scenariokit.plugins",
     "scenariokit.plugins.builtin",
     "importlib.metadata",
@@ -239,7 +239,7 @@ def _preload_plugins() -> None:
     service's own process loads too; loading them here gives them nothing a worker does not. One
     that fails to load is loaded, and its failure reported in the run log, by each worker instead.
     """
-    from scenariokit.runner.plugin_hooks import PluginHooks
+    from scenariokit.runner.worker.plugin_hooks import PluginHooks
 
     try:
         PluginHooks.preload()
@@ -306,7 +306,7 @@ def _become_worker(
         os._exit(127)
     code: int = 0
     try:
-        from scenariokit.runner.worker import worker_entry
+        from scenariokit.runner.worker.process import worker_entry
 
         worker_entry(CHANNEL_FD)
     except SystemExit as exc:

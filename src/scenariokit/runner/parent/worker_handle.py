@@ -31,18 +31,9 @@ from typing import IO, Literal
 
 import attrs
 
-from scenariokit.runner.cgroups import RunGroup, RunGroups
-from scenariokit.runner.processes import kill_process_tree
-from scenariokit.runner.protocol import (
-    MAX_REPORT_BYTES,
-    Command,
-    Report,
-    Shutdown,
-    UnreadableReport,
-    WorkerReady,
-    decode_report,
-)
-from scenariokit.runner.sandbox import (
+from scenariokit.runner.confinement.cgroups import RunGroup, RunGroups
+from scenariokit.runner.confinement.processes import kill_process_tree
+from scenariokit.runner.confinement.sandbox import (
     MEMORY_ENV,
     NodeCache,
     ResourceLimits,
@@ -57,8 +48,17 @@ from scenariokit.runner.sandbox import (
     worker_command,
     worker_plan,
 )
-from scenariokit.runner.worker import WorkerOptions
-from scenariokit.runner.zygote import FORK_SECONDS, ForkedWorker, Zygote, ZygoteUnavailable
+from scenariokit.runner.confinement.zygote import FORK_SECONDS, ForkedWorker, Zygote, ZygoteUnavailable
+from scenariokit.runner.protocol import (
+    MAX_REPORT_BYTES,
+    Command,
+    Report,
+    Shutdown,
+    UnreadableReport,
+    WorkerReady,
+    decode_report,
+)
+from scenariokit.runner.worker.process import WorkerOptions
 
 logger = logging.getLogger(__name__)
 

@@ -41,9 +41,8 @@ from scenariokit.domain.job import (
     SessionSaved,
 )
 from scenariokit.domain.model import RunErrorKind, utcnow
-from scenariokit.runner.browser import BrowserConfig, discover_browser
-from scenariokit.runner.cgroups import RunGroups, open_run_groups
-from scenariokit.runner.driver_snapshot import (
+from scenariokit.runner.confinement.cgroups import RunGroups, open_run_groups
+from scenariokit.runner.confinement.driver_snapshot import (
     BLOB_NAME,
     LAUNCHER_NAME,
     SANDBOX_DRIVER_SNAPSHOT,
@@ -53,24 +52,9 @@ from scenariokit.runner.driver_snapshot import (
     snapshot_builder,
     warm_up_options,
 )
-from scenariokit.runner.driver_zygote import DriverZygote
-from scenariokit.runner.masking import LogMasker, mask_text
-from scenariokit.runner.processes import kill_process_tree
-from scenariokit.runner.protocol import (
-    CancelRun,
-    ReleaseSession,
-    Report,
-    RunReport,
-    StartRun,
-    failed_run,
-    finished_run,
-    mask_event,
-    plain_ids,
-    step_label,
-    syntax_failure,
-)
-from scenariokit.runner.run_watch import RunWatch
-from scenariokit.runner.sandbox import (
+from scenariokit.runner.confinement.driver_zygote import DriverZygote
+from scenariokit.runner.confinement.processes import kill_process_tree
+from scenariokit.runner.confinement.sandbox import (
     POOL_DIR_PREFIX,
     SANDBOX_RUN_DIR,
     NodeCache,
@@ -84,16 +68,37 @@ from scenariokit.runner.sandbox import (
     seal_node_cache,
     worker_command,
 )
-from scenariokit.runner.stepcode import check_syntax
-from scenariokit.runner.worker import WorkerOptions
-from scenariokit.runner.worker_handle import (
+from scenariokit.runner.confinement.zygote import (
+    Zygote,
+    ZygoteUnavailable,
+    zygote_environment,
+    zygote_supported,
+)
+from scenariokit.runner.parent.run_watch import RunWatch
+from scenariokit.runner.parent.worker_handle import (
     Stream,
     WorkerGone,
     WorkerHandle,
     WorkerLaunch,
     group_limit_reached,
 )
-from scenariokit.runner.zygote import Zygote, ZygoteUnavailable, zygote_environment, zygote_supported
+from scenariokit.runner.protocol import (
+    CancelRun,
+    ReleaseSession,
+    Report,
+    RunReport,
+    StartRun,
+    failed_run,
+    finished_run,
+    mask_event,
+    plain_ids,
+    step_label,
+    syntax_failure,
+)
+from scenariokit.runner.worker.browser import BrowserConfig, discover_browser
+from scenariokit.runner.worker.masking import LogMasker, mask_text
+from scenariokit.runner.worker.process import WorkerOptions
+from scenariokit.runner.worker.stepcode import check_syntax
 
 logger = logging.getLogger(__name__)
 

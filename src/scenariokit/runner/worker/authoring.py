@@ -21,8 +21,7 @@ from playwright.async_api import Page
 from scenariokit.domain.authoring import AuthoringReply, PageState
 from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob, compiled
 from scenariokit.domain.model import RunError, RunErrorKind
-from scenariokit.runner.execution import LivePage, ReadyPage, RunExecution, close_browser
-from scenariokit.runner.plugin_hooks import PluginHooks
+from scenariokit.runner.confinement.sandbox import ResourceLimits
 from scenariokit.runner.protocol import (
     AuthoringExec,
     AuthoringLook,
@@ -31,8 +30,9 @@ from scenariokit.runner.protocol import (
     mask_event,
     seconds,
 )
-from scenariokit.runner.sandbox import ResourceLimits
-from scenariokit.runner.stepcode import compile_step
+from scenariokit.runner.worker.execution import LivePage, ReadyPage, RunExecution, close_browser
+from scenariokit.runner.worker.plugin_hooks import PluginHooks
+from scenariokit.runner.worker.stepcode import compile_step
 
 logger = logging.getLogger(__name__)
 

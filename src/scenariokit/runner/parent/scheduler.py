@@ -40,11 +40,11 @@ from scenariokit.domain.model import (
     skip_remaining,
     utcnow,
 )
-from scenariokit.runner.authoring_host import AuthoringHost
-from scenariokit.runner.browser import BrowserConfig
-from scenariokit.runner.executor import WorkerPool
-from scenariokit.runner.sandbox import SandboxConfig, store_paths
-from scenariokit.runner.timeline import RunTimeline, close_ms, with_close
+from scenariokit.runner.confinement.sandbox import SandboxConfig, store_paths
+from scenariokit.runner.parent.authoring_host import AuthoringHost
+from scenariokit.runner.parent.executor import WorkerPool
+from scenariokit.runner.parent.timeline import RunTimeline, close_ms, with_close
+from scenariokit.runner.worker.browser import BrowserConfig
 from scenariokit.services import Services
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from scenariokit.domain.job import (
     compiled,
 )
 from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, utcnow
-from scenariokit.runner.plugin_hooks import PluginHooks
+from scenariokit.runner.confinement.sandbox import ResourceLimits, describe_limit
 from scenariokit.runner.protocol import (
     LIMIT_TOLERANCE_SECONDS,
     failed_run,
@@ -38,8 +38,8 @@ from scenariokit.runner.protocol import (
     step_timeout_message,
     syntax_failure,
 )
-from scenariokit.runner.sandbox import ResourceLimits, describe_limit
-from scenariokit.runner.stepcode import (
+from scenariokit.runner.worker.plugin_hooks import PluginHooks
+from scenariokit.runner.worker.stepcode import (
     SnippetLibrary,
     StepHelpers,
     StepNamespace,

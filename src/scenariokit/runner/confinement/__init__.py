@@ -1,0 +1,1 @@
+"""How a worker process is started and confined: sandbox, control groups, zygotes, driver snapshot."""

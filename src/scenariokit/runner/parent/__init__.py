@@ -1,0 +1,1 @@
+"""The parent side of running: the scheduler, the worker pool, its handle on each worker, and the clocks."""
