@@ -53,7 +53,7 @@ def test_failures_exit_1_with_plain_lines_reports_a_table_and_junit_counts(
     assert status == 1
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert any(line.startswith("PASS greets revision 7 (") for line in lines), "plain lines, with the revision"
+    assert any(line.startswith("PASS greets revision 7 (") for line in lines), "plain lines, revision too"
     farewell = "step 2 \"look for the farewell\": Locator expected to have text 'Goodbye' (line 2)"
     assert any(line.startswith("FAIL says goodbye (") and line.endswith(farewell) for line in lines)
     assert "\x1b[" not in out

@@ -166,8 +166,8 @@ async def test_the_migration_gives_stored_scenarios_revision_one(services: Any, 
     async with store.engine.begin() as conn:
         await conn.execute(
             sa.text(
-                "INSERT INTO scenarios (id, name, description, timeout_seconds, created_at, updated_at, retries) "
-                "VALUES (:id, 'old', 'kept', 60, :at, :at, NULL)"
+                "INSERT INTO scenarios (id, name, description, timeout_seconds, created_at, updated_at, "
+                "retries) VALUES (:id, 'old', 'kept', 60, :at, :at, NULL)"
             ).bindparams(sa.bindparam("id", type_=sa.Uuid()), sa.bindparam("at", type_=t.UTCDateTime())),
             {"id": scenario_id, "at": environment.created_at},
         )
