@@ -58,7 +58,7 @@ async def timed(call: Callable[[], Awaitable[object]], repeat: int) -> float:
 
 
 async def stored_bytes(store: SqlStore) -> tuple[int | None, int]:
-    """(physical bytes of the two revision tables with their indexes, or None; payload bytes)."""
+    """(physical bytes of the revision tables with their indexes, or None; payload bytes)."""
     physical = None
     async with store.engine.connect() as conn:
         if store.dialect == "postgresql":
@@ -67,7 +67,8 @@ async def stored_bytes(store: SqlStore) -> tuple[int | None, int]:
                     await conn.execute(
                         sa.text(
                             "SELECT pg_total_relation_size('scenario_revisions') "
-                            "+ pg_total_relation_size('revision_steps')"
+                            "+ pg_total_relation_size('revision_steps') "
+                            "+ pg_total_relation_size('revision_fields')"
                         )
                     )
                 ).scalar_one()
@@ -78,8 +79,9 @@ async def stored_bytes(store: SqlStore) -> tuple[int | None, int]:
                     (
                         await conn.execute(
                             sa.text(
-                                "SELECT sum(pgsize) FROM dbstat WHERE name IN ('scenario_revisions', "
-                                "'revision_steps') OR tbl_name IN ('scenario_revisions', 'revision_steps')"
+                                "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'revision_%' "
+                                "OR name LIKE '%revision_fields%' OR name LIKE '%revision_steps%' "
+                                "OR name LIKE '%scenario_revisions%'"
                             )
                         )
                     ).scalar_one()
@@ -88,10 +90,9 @@ async def stored_bytes(store: SqlStore) -> tuple[int | None, int]:
             except sa.exc.OperationalError:  # SQLite built without the dbstat table
                 physical = None
         revisions = await conn.execute(sa.select(t.scenario_revisions))
-        payload = sum(
-            len(write_json(row.fields)) + len(write_json(row.steps)) + 64 + 16 + len(row.source) + 16
-            for row in revisions
-        )
+        payload = sum(len(write_json(row.steps)) + 64 + 16 + 8 + len(row.source) + 16 for row in revisions)
+        documents = await conn.execute(sa.select(t.revision_fields))
+        payload += sum(len(write_json(row.fields)) + 64 + 16 + 8 for row in documents)
         bodies = await conn.execute(sa.select(t.revision_steps))
         payload += sum(
             len((row.exec_code or "").encode()) + len((row.title or "").encode()) + 64 + 16 + 16 + 8

@@ -93,6 +93,7 @@ async def test_unchanged_step_bodies_are_stored_once(services: Any, store: SqlSt
         await services.scenarios.update_step(scenario.id, step.id, {"execCode": f"edited = {edit}"})
     assert await _count(store, t.scenario_revisions, scenario.id) == 31
     assert await _count(store, t.revision_steps, scenario.id) == 20 + 30
+    assert await _count(store, t.revision_fields, scenario.id) == 1  # the fields never changed
     last = await services.revisions.get(scenario.id, 31)
     assert [s.exec_code for s in last.content.steps] == [
         f"edited = {i + 20}" if i < 10 else f"edited = {i}" for i in range(20)
@@ -147,6 +148,7 @@ async def test_deleting_a_scenario_deletes_its_revisions(services: Any, store: S
     await services.scenarios.delete(scenario.id)
     assert await _count(store, t.scenario_revisions, scenario.id) == 0
     assert await _count(store, t.revision_steps, scenario.id) == 0
+    assert await _count(store, t.revision_fields, scenario.id) == 0
 
 
 def _downgrade(connection: sa.Connection) -> None:

@@ -134,6 +134,11 @@ def fields_document(content: ScenarioContent) -> dict[str, Any]:
     }
 
 
+def fields_hash(content: ScenarioContent) -> str:
+    """The hash of a content's fields alone (SHA-256, hex): equal fields are stored once."""
+    return hashlib.sha256(_canonical(fields_document(content))).hexdigest()
+
+
 def content_hash(content: ScenarioContent) -> str:
     """The hash of a whole content (SHA-256, hex): the fields, then each step's hash in order."""
     document = {"fields": fields_document(content), "steps": [step_hash(step) for step in content.steps]}

@@ -39,6 +39,7 @@ from scenariokit.domain.revisions import (
     RevisionInfo,
     ScenarioContent,
     fields_document,
+    fields_hash,
     step_hash,
 )
 from scenariokit.domain.schedule import Schedule
@@ -647,23 +648,40 @@ class RevisionRepository(ports.RevisionRepository):
             found[digest] = int(inserted.scalar_one())
         return [found[digest] for digest in hashes]
 
+    async def _fields_seq(self, scenario_id: uuid.UUID, content: ScenarioContent) -> int:
+        """The ``seq`` of the content's fields, storing them when not stored yet."""
+        documents = t.revision_fields
+        digest = fields_hash(content)
+        found = (
+            await self.conn.execute(
+                sa.select(documents.c.seq).where(
+                    documents.c.scenario_id == scenario_id, documents.c.hash == digest
+                )
+            )
+        ).scalar_one_or_none()
+        if found is not None:
+            return int(found)
+        row = {"scenario_id": scenario_id, "hash": digest, "fields": fields_document(content)}
+        return int(
+            (await self.conn.execute(sa.insert(documents).returning(documents.c.seq), row)).scalar_one()
+        )
+
     async def add(self, revision: Revision) -> None:
         info = revision.info
-        seqs = await self._body_seqs(info.scenario_id, revision.content.steps)
         row = {
             **_REVISION_ROWS.to_row(info, self.box),
-            "fields": fields_document(revision.content),
-            "steps": seqs,
+            "fields_seq": await self._fields_seq(info.scenario_id, revision.content),
+            "steps": await self._body_seqs(info.scenario_id, revision.content.steps),
         }
         await self.conn.execute(_insert(t.scenario_revisions), row)
 
     async def get(self, scenario_id: uuid.UUID, number: int) -> Revision | None:
-        revisions, bodies = t.scenario_revisions, t.revision_steps
+        revisions, bodies, documents = t.scenario_revisions, t.revision_steps, t.revision_fields
         row = (
             await self.conn.execute(
-                sa.select(revisions).where(
-                    revisions.c.scenario_id == scenario_id, revisions.c.number == number
-                )
+                sa.select(revisions, documents.c.fields)
+                .join(documents, documents.c.seq == revisions.c.fields_seq)
+                .where(revisions.c.scenario_id == scenario_id, revisions.c.number == number)
             )
         ).first()
         if row is None:

@@ -206,9 +206,10 @@ schedules = sa.Table(
     sa.Index(None, "scenario_id"),
 )
 
-# Revisions (docs/revisions.md): one row per revision, its steps as the ``seq`` of their bodies in
-# ``revision_steps`` (in order). A step body is stored once per scenario and content (``hash``): an
-# edit of one step of twenty adds one body, not twenty. Both go with their scenario.
+# Revisions (docs/revisions.md): one row per revision, its fields as the ``seq`` of a document in
+# ``revision_fields`` and its steps as the ``seq`` of their bodies in ``revision_steps`` (in order).
+# Fields and step bodies are stored once per scenario and content (``hash``): an edit of one step of
+# twenty adds one body, not twenty, and no fields. All go with their scenario.
 scenario_revisions = sa.Table(
     "scenario_revisions",
     metadata,
@@ -219,8 +220,20 @@ scenario_revisions = sa.Table(
     sa.Column("token_name", sa.String(200)),
     sa.Column("message", sa.Text()),
     sa.Column("content_hash", sa.String(64), nullable=False),
-    sa.Column("fields", JSONType, nullable=False),
+    sa.Column("fields_seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
     sa.Column("steps", JSONType, nullable=False),
+)
+
+revision_fields = sa.Table(
+    "revision_fields",
+    metadata,
+    sa.Column(
+        "seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True
+    ),
+    sa.Column("scenario_id", sa.Uuid(), sa.ForeignKey("scenarios.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("fields", JSONType, nullable=False),
+    sa.UniqueConstraint("scenario_id", "hash"),
 )
 
 revision_steps = sa.Table(

@@ -1,6 +1,7 @@
 """Scenario revisions (docs/revisions.md): every change kept, every run tied to what it executed.
 
-Adds ``scenario_revisions`` and the content-addressed ``revision_steps``, the scenario's current
+Adds ``scenario_revisions`` and the content-addressed ``revision_fields`` and ``revision_steps``, the
+scenario's current
 ``revision`` and the run's ``scenario_revision``. Every scenario stored gets revision 1, its content as
 it is now; runs not yet finished are tied to it (they would execute it), finished runs stay NULL (what
 they executed is not known).
@@ -31,7 +32,13 @@ _CHUNK = 500
 def _revision_one(bind: sa.Connection) -> None:
     """Revision 1 of every stored scenario: its content now, hashed by the domain's rules."""
     from scenariokit.domain.model import CredentialLink, Retries, Step
-    from scenariokit.domain.revisions import ScenarioContent, content_hash, fields_document, step_hash
+    from scenariokit.domain.revisions import (
+        ScenarioContent,
+        content_hash,
+        fields_document,
+        fields_hash,
+        step_hash,
+    )
 
     scenarios = sa.table(
         "scenarios",
@@ -68,8 +75,15 @@ def _revision_one(bind: sa.Connection) -> None:
         sa.column("token_name", sa.String()),
         sa.column("message", sa.Text()),
         sa.column("content_hash", sa.String()),
-        sa.column("fields", _JSON),
+        sa.column("fields_seq", sa.Integer()),
         sa.column("steps", _JSON),
+    )
+    documents = sa.table(
+        "revision_fields",
+        sa.column("seq", sa.Integer()),
+        sa.column("scenario_id", sa.Uuid()),
+        sa.column("hash", sa.String()),
+        sa.column("fields", _JSON),
     )
     bodies = sa.table(
         "revision_steps",
@@ -143,6 +157,11 @@ def _revision_one(bind: sa.Connection) -> None:
                     )
                     .returning(bodies.c.seq)
                 ).scalar_one()
+            fields_seq = bind.execute(
+                sa.insert(documents)
+                .values(scenario_id=head.id, hash=fields_hash(content), fields=fields_document(content))
+                .returning(documents.c.seq)
+            ).scalar_one()
             bind.execute(
                 sa.insert(revisions).values(
                     scenario_id=head.id,
@@ -152,7 +171,7 @@ def _revision_one(bind: sa.Connection) -> None:
                     token_name=None,
                     message="the scenario as it was when revisions began to be kept",
                     content_hash=content_hash(content),
-                    fields=fields_document(content),
+                    fields_seq=fields_seq,
                     steps=[seqs[step_hash(step)] for step in content.steps],
                 )
             )
@@ -168,7 +187,7 @@ def upgrade() -> None:
         sa.Column("token_name", sa.String(200), nullable=True),
         sa.Column("message", sa.Text(), nullable=True),
         sa.Column("content_hash", sa.String(64), nullable=False),
-        sa.Column("fields", _JSON, nullable=False),
+        sa.Column("fields_seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
         sa.Column("steps", _JSON, nullable=False),
         sa.ForeignKeyConstraint(
             ["scenario_id"],
@@ -177,6 +196,23 @@ def upgrade() -> None:
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("scenario_id", "number", name="pk_scenario_revisions"),
+    )
+    op.create_table(
+        "revision_fields",
+        sa.Column(
+            "seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), autoincrement=True, nullable=False
+        ),
+        sa.Column("scenario_id", sa.Uuid(), nullable=False),
+        sa.Column("hash", sa.String(64), nullable=False),
+        sa.Column("fields", _JSON, nullable=False),
+        sa.ForeignKeyConstraint(
+            ["scenario_id"],
+            ["scenarios.id"],
+            name="fk_revision_fields_scenario_id_scenarios",
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("seq", name="pk_revision_fields"),
+        sa.UniqueConstraint("scenario_id", "hash", name="uq_revision_fields_scenario_id_hash"),
     )
     op.create_table(
         "revision_steps",
@@ -213,4 +249,5 @@ def downgrade() -> None:
     op.drop_column("runs", "scenario_revision")
     op.drop_column("scenarios", "revision")
     op.drop_table("revision_steps")
+    op.drop_table("revision_fields")
     op.drop_table("scenario_revisions")
