@@ -618,6 +618,18 @@ _REVISION_ROWS = RowMap(RevisionInfo, t.scenario_revisions)
 #: a stored step body: a step without its order (its place in each revision that holds it)
 _BODY_ROWS = RowMap(Step, t.revision_steps, columns={"id": "step_id"}, elsewhere=("order",))
 _restore_content = DOCUMENTS.get_structure_hook(ScenarioContent)
+#: a revision with its fields, and step bodies by ``seq``: statements built once, their values parameters
+_REVISION_OF = (
+    sa.select(t.scenario_revisions, t.revision_fields.c.fields)
+    .join(t.revision_fields, t.revision_fields.c.seq == t.scenario_revisions.c.fields_seq)
+    .where(
+        t.scenario_revisions.c.scenario_id == sa.bindparam("scenario_id_"),
+        t.scenario_revisions.c.number == sa.bindparam("number_"),
+    )
+)
+_BODIES_OF = sa.select(t.revision_steps).where(
+    t.revision_steps.c.seq.in_(sa.bindparam("seqs", expanding=True))
+)
 
 
 class RevisionRepository(ports.RevisionRepository):
@@ -676,23 +688,16 @@ class RevisionRepository(ports.RevisionRepository):
         await self.conn.execute(_insert(t.scenario_revisions), row)
 
     async def get(self, scenario_id: uuid.UUID, number: int) -> Revision | None:
-        revisions, bodies, documents = t.scenario_revisions, t.revision_steps, t.revision_fields
         row = (
-            await self.conn.execute(
-                sa.select(revisions, documents.c.fields)
-                .join(documents, documents.c.seq == revisions.c.fields_seq)
-                .where(revisions.c.scenario_id == scenario_id, revisions.c.number == number)
-            )
+            await self.conn.execute(_REVISION_OF, {"scenario_id_": scenario_id, "number_": number})
         ).first()
         if row is None:
             return None
         seqs = [int(seq) for seq in row.steps]
         stored: dict[int, sa.Row[Any]] = {}
         unique = list(dict.fromkeys(seqs))
-        for start in range(0, len(unique), 500):
-            rows = await self.conn.execute(
-                sa.select(bodies).where(bodies.c.seq.in_(unique[start : start + 500]))
-            )
+        for start in range(0, len(unique), 500):  # bounded IN lists
+            rows = await self.conn.execute(_BODIES_OF, {"seqs": unique[start : start + 500]})
             stored.update({body.seq: body for body in rows})
         steps = tuple(
             _BODY_ROWS.from_row(stored[seq], self.box, order=order) for order, seq in enumerate(seqs, start=1)
