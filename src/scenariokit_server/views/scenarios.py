@@ -27,7 +27,15 @@ from scenariokit_server.views import (
 )
 
 
-@operation("scenarios", "List scenarios", response=schemas.ScenarioPage, params=list_params(ScenarioQuery))
+@operation(
+    "scenarios",
+    "List scenarios",
+    description="One page of scenarios, each with its steps and credential links; newest change first "
+    "unless `orderBy`/`orderDir` say otherwise. `q` keeps the scenarios whose name holds it "
+    "(any case).",
+    response=schemas.ScenarioPage,
+    params=list_params(ScenarioQuery),
+)
 async def list_scenarios(request: web.Request) -> web.Response:
     """One page of scenarios."""
     services = keys.services(request)
@@ -56,6 +64,7 @@ async def create_scenario(request: web.Request) -> web.Response:
 @operation(
     "scenarios",
     "Read a scenario with its steps and credential links",
+    description="The scenario with its steps ordered by `order` and its credential links.",
     response=schemas.Scenario,
     errors=(400, 404),
 )
@@ -69,6 +78,8 @@ async def get_scenario(request: web.Request) -> web.Response:
 @operation(
     "scenarios",
     "Change some fields of a scenario",
+    description="Only the fields the body names change; the others keep their value. `steps` and "
+    "`credentials`, when given, replace the scenario's whole list.",
     body=schemas.ScenarioInput(partial=True),
     response=schemas.Scenario,
     params=[message_param()],
@@ -115,6 +126,8 @@ async def delete_scenario(request: web.Request) -> web.Response:
 @operation(
     "runs",
     "List the runs of one scenario",
+    description="One page of the runs of this scenario, newest first unless `orderBy`/`orderDir` say "
+    "otherwise; `status` filters them.",
     response=schemas.RunPage,
     params=list_params(RunQuery, exclude=("scenarioId",)),
     errors=(400, 404),

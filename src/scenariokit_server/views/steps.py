@@ -12,7 +12,11 @@ from scenariokit_server.views import API_PREFIX, body_as, created, no_content, o
 
 
 @operation(
-    "scenarios", "List a scenario's steps in order", response=schemas.Step(many=True), errors=(400, 404)
+    "scenarios",
+    "List a scenario's steps in order",
+    description="Every step of the scenario, ordered by `order` (not paged).",
+    response=schemas.Step(many=True),
+    errors=(400, 404),
 )
 async def list_steps(request: web.Request) -> web.Response:
     """Every step of a scenario, ordered by ``order`` (not paged)."""
@@ -41,7 +45,13 @@ async def create_step(request: web.Request) -> web.Response:
     return created(shape.step_json(services.converter, step), location)
 
 
-@operation("scenarios", "Read a step", response=schemas.Step, errors=(400, 404))
+@operation(
+    "scenarios",
+    "Read a step",
+    description="One step of the scenario: its order, title, code and time limit.",
+    response=schemas.Step,
+    errors=(400, 404),
+)
 async def get_step(request: web.Request) -> web.Response:
     """One step."""
     services = keys.services(request)
@@ -52,6 +62,8 @@ async def get_step(request: web.Request) -> web.Response:
 @operation(
     "scenarios",
     "Change some fields of a step",
+    description="Only the fields the body names change; a new `order` moves the step and renumbers the "
+    "others 1..n.",
     body=schemas.StepInput(partial=True),
     response=schemas.Step,
     params=[message_param()],
@@ -69,6 +81,7 @@ async def patch_step(request: web.Request) -> web.Response:
 @operation(
     "scenarios",
     "Replace a step",
+    description="The body replaces the step; a new `order` moves it and renumbers the others 1..n.",
     body=schemas.StepInput,
     response=schemas.Step,
     params=[message_param()],
@@ -86,6 +99,7 @@ async def put_step(request: web.Request) -> web.Response:
 @operation(
     "scenarios",
     "Delete a step; the steps after it move up",
+    description="The step is removed and the steps after it move up one place.",
     status=204,
     params=[message_param()],
     errors=(400, 404),
