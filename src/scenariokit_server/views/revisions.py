@@ -31,6 +31,8 @@ async def list_revisions(request: web.Request) -> web.Response:
 @operation(
     "scenarios",
     "Read one revision with the whole scenario it held",
+    description="Its number, when and through which door it was made, its message and content hash, and "
+    "the scenario as it was then: fields, steps in order, credential links.",
     response=schemas.Revision,
     errors=(400, 404),
 )
