@@ -652,12 +652,16 @@ class RevisionRepository(ports.RevisionRepository):
                 )
             )
             found.update({row.hash: row.seq for row in rows})
-        for step, digest in zip(steps, hashes, strict=True):
-            if digest in found:
-                continue
-            row = {**_BODY_ROWS.to_row(step, self.box), "scenario_id": scenario_id, "hash": digest}
-            inserted = await self.conn.execute(sa.insert(bodies).returning(bodies.c.seq), row)
-            found[digest] = int(inserted.scalar_one())
+        missing = {
+            digest: {**_BODY_ROWS.to_row(step, self.box), "scenario_id": scenario_id, "hash": digest}
+            for step, digest in zip(steps, hashes, strict=True)
+            if digest not in found
+        }
+        if missing:  # one INSERT for them all, each row answering its hash and seq
+            inserted = await self.conn.execute(
+                sa.insert(bodies).returning(bodies.c.hash, bodies.c.seq), list(missing.values())
+            )
+            found.update({row.hash: int(row.seq) for row in inserted})
         return [found[digest] for digest in hashes]
 
     async def _fields_seq(self, scenario_id: uuid.UUID, content: ScenarioContent) -> int:
