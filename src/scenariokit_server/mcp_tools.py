@@ -149,7 +149,8 @@ def parse_id(raw: str, name: str) -> uuid.UUID:
 
 
 def mcp_origin(message: str | None = None) -> Origin:
-    """Who writes a scenario through MCP: the door and the change's message (tokens carry no names yet)."""
+    """Who writes a scenario through MCP: the door and the change's message (the token's name is the
+    caller's, filled in where the revision is made)."""
     try:
         return Origin(source=RevisionSource.MCP, token_name=None, message=message)
     except FieldError as exc:

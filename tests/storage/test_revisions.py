@@ -152,7 +152,7 @@ async def test_deleting_a_scenario_deletes_its_revisions(services: Any, store: S
 
 
 def _downgrade(connection: sa.Connection) -> None:
-    command.downgrade(alembic_config(connection), "0007_schedules")
+    command.downgrade(alembic_config(connection), "0008_audit_log")
 
 
 def _upgrade(connection: sa.Connection) -> None:

@@ -58,7 +58,7 @@ class Origin:
     """Who made a change and why: the door (``source``), the API token's name, a message.
 
     Every write of a scenario takes one; the library's default is ``library`` with no token and no
-    message. ``token_name`` stays None until tokens carry names (CONTRACT §17).
+    message. The services fill ``token_name`` from the caller of the call (``services.caller``).
     """
 
     source: RevisionSource = RevisionSource.LIBRARY

@@ -11,9 +11,11 @@ import pluggy
 
 from scenariokit.storage.ports import Store
 
+from .audit import AuditService
 from .authoring import AuthoringService
 from .base import AuthoringControl, Context, NoAuthoring, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
+from .operations import OperationsService, Readout
 from .revisions import RevisionService
 from .runs import RunService
 from .scenarios import ScenarioService
@@ -52,6 +54,8 @@ class Services:
         self.schedules = ScheduleService(self.context)
         self.transfer = TransferService(self.context)
         self.authoring = AuthoringService(self.context)
+        self.audit = AuditService(self.context)
+        self.operations = OperationsService(self.context)
 
     @property
     def store(self) -> Store:
@@ -73,11 +77,14 @@ class Services:
 
 
 __all__ = [
+    "AuditService",
     "AuthoringControl",
     "AuthoringService",
     "Context",
     "ImportReport",
     "NoRunControl",
+    "OperationsService",
+    "Readout",
     "RevisionService",
     "RunControl",
     "RunSettings",

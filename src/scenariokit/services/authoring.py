@@ -29,6 +29,7 @@ from scenariokit.domain.revisions import Origin, RevisionSource
 from scenariokit.formats.inputs import AuthoringExecInput, AuthoringSaveInput, AuthoringStartInput
 from scenariokit.storage.ports import UnitOfWork
 
+from . import audit
 from .base import ServiceBase, missing_reference, require
 from .revisions import save_scenario
 from .scenarios import ScenarioService, renumber
@@ -186,6 +187,9 @@ class AuthoringService(ServiceBase):
                 steps=renumber([*copies, *authored]),
             )
             scenario = await ScenarioService.add(uow, scenario, origin)
+            await audit.record(
+                uow, "save", "scenario", scenario.id, f"saved authoring session {record.id} as {name!r}"
+            )
             await uow.commit()
         record.saved.add(scenario.id)
         return scenario
@@ -215,6 +219,9 @@ class AuthoringService(ServiceBase):
                     links.append(link)
             new = attrs.evolve(old, steps=renumber([*prefix, *authored]), credentials=tuple(links))
             saved = await save_scenario(uow, old, new, origin)
+            await audit.record(
+                uow, "save", "scenario", new.id, f"saved authoring session {record.id} into {new.name!r}"
+            )
             await uow.commit()
         return saved
 

@@ -27,6 +27,15 @@ from scenariokit.formats.queries import Page, RevisionQuery
 from scenariokit.storage.ports import UnitOfWork
 
 from .base import ServiceBase, require
+from .caller import current_token_name
+
+
+def signed(origin: Origin) -> Origin:
+    """``origin`` with the name of the token the current call came with, when it names none itself."""
+    if origin.token_name is not None:
+        return origin
+    name = current_token_name()
+    return origin if name is None else attrs.evolve(origin, token_name=name)
 
 
 async def record_revision(uow: UnitOfWork, old: Scenario, new: Scenario, origin: Origin) -> Scenario | None:
@@ -40,7 +49,7 @@ async def record_revision(uow: UnitOfWork, old: Scenario, new: Scenario, origin:
         return None
     number = old.revision + 1
     new = attrs.evolve(new, revision=number)
-    await uow.revisions.add(new_revision(new, origin))
+    await uow.revisions.add(new_revision(new, signed(origin)))
     return new
 
 

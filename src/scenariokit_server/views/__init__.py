@@ -53,8 +53,8 @@ def path_number(request: web.Request, name: str) -> int:
 def origin(request: web.Request, source: RevisionSource = RevisionSource.REST) -> Origin:
     """Who writes a scenario through REST: the door, the token's name, the ``message`` query parameter.
 
-    The message is kept with the revision the write makes (docs/revisions.md). Tokens carry no names
-    yet, so ``tokenName`` stays null (CONTRACT §17 names them).
+    The message is kept with the revision the write makes (docs/revisions.md); the token's name is
+    the request's caller's (``services.caller``), filled in where the revision is made.
     """
     message = query_params(request).get("message")
     try:

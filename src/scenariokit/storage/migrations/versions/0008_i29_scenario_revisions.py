@@ -7,7 +7,7 @@ it is now; runs not yet finished are tied to it (they would execute it), finishe
 they executed is not known).
 
 Revision ID: 0008_i29_scenario_revisions
-Revises: 0007_schedules
+Revises: 0008_audit_log
 Create Date: 2026-11-26
 """
 
@@ -21,7 +21,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "0008_i29_scenario_revisions"
-down_revision = "0007_schedules"
+down_revision = "0008_audit_log"
 branch_labels = None
 depends_on = None
 
