@@ -125,8 +125,10 @@ class JsonDoor:
 class Kit:
     """A store and its services, with a local scheduler started on the first :meth:`run`.
 
-    The resource services are attributes: ``kit.scenarios``, ``kit.environments``, ``kit.credentials``,
-    ``kit.snippets``, ``kit.sessions``, ``kit.runs``, ``kit.transfer`` (YAML) and ``kit.authoring``.
+    The resource services are attributes: ``kit.scenarios``, ``kit.revisions`` (docs/revisions.md),
+    ``kit.environments``, ``kit.credentials``, ``kit.snippets``, ``kit.sessions``, ``kit.runs``,
+    ``kit.transfer`` (YAML) and ``kit.authoring``. Their writes of a scenario make revisions of
+    source ``library``; an ``origin=Origin(message=...)`` keyword keeps a message with one.
     Their commands take the input classes of :mod:`scenariokit.formats.inputs` or, for convenience,
     the REST JSON mapping of one (see :class:`JsonDoor`); ``kit.services`` is the typed service layer.
     """
@@ -140,6 +142,7 @@ class Kit:
         self.credentials: JsonDoor = door(services.credentials, commands=JSON_COMMANDS["credentials"])
         self.snippets: JsonDoor = door(services.snippets, commands=JSON_COMMANDS["snippets"])
         self.sessions = services.sessions
+        self.revisions = services.revisions
         self.runs: JsonDoor = door(services.runs, commands=JSON_COMMANDS["runs"])
         self.schedules: JsonDoor = door(services.schedules, commands=JSON_COMMANDS["schedules"])
         self.transfer = services.transfer

@@ -22,7 +22,8 @@ import cattrs
 from pydantic import Field, WithJsonSchema
 
 from scenariokit.domain.errors import ValidationError
-from scenariokit.domain.model import Run, camel
+from scenariokit.domain.model import FieldError, Run, camel
+from scenariokit.domain.revisions import MESSAGE_MAX, Origin, RevisionSource
 from scenariokit.formats import presenters as shape
 from scenariokit.formats.convert import structure_input, structure_run_request
 from scenariokit.formats.inputs import (
@@ -37,7 +38,13 @@ from scenariokit.formats.inputs import (
     ScheduleInput,
     StepInput,
 )
-from scenariokit.formats.queries import EnvironmentQuery, LogQuery, ScenarioQuery, ScheduleQuery
+from scenariokit.formats.queries import (
+    EnvironmentQuery,
+    LogQuery,
+    RevisionQuery,
+    ScenarioQuery,
+    ScheduleQuery,
+)
 from scenariokit.services import Services
 from scenariokit_server.openapi import list_params, log_params
 from scenariokit_server.schemas import json_schema_of
@@ -100,6 +107,23 @@ AuthoringId = Annotated[
     Field(description="The authoring session's id, a UUID (from authoring_start).", json_schema_extra=_UUID),
 ]
 Screenshot = Annotated[bool, Field(description="Also return a PNG screenshot of the page as image content.")]
+Message = Annotated[
+    str | None,
+    Field(
+        max_length=MESSAGE_MAX,
+        description="A note kept with the revision this change makes: why it was made "
+        "(list_revisions shows it).",
+    ),
+]
+RevisionNumber = Annotated[
+    int, Field(ge=1, description="A revision number of the scenario, from 1 (see list_revisions).")
+]
+FromRevision = Annotated[
+    int, Field(ge=1, alias="from", description="The older revision's number (see list_revisions).")
+]
+ToRevision = Annotated[
+    int, Field(ge=1, alias="to", description="The newer revision's number (see list_revisions).")
+]
 CLEAR_ABOUT = "Fields to remove (set to null). Fields neither given nor listed keep their value."
 
 
@@ -122,6 +146,26 @@ def parse_id(raw: str, name: str) -> uuid.UUID:
         return uuid.UUID(raw)
     except ValueError:
         raise ValidationError(f"{name} must be a UUID", {name: f"{raw!r} is not a UUID"}) from None
+
+
+def mcp_origin(message: str | None = None) -> Origin:
+    """Who writes a scenario through MCP: the door and the change's message (the token's name is the
+    caller's, filled in where the revision is made)."""
+    try:
+        return Origin(source=RevisionSource.MCP, token_name=None, message=message)
+    except FieldError as exc:
+        raise ValidationError("invalid message", {"message": exc.message}) from None
+
+
+def _aliased(method: Callable[..., Any]) -> dict[str, str]:
+    """The parameters of ``method`` whose argument has another name (``from``): alias → parameter."""
+    found = {}
+    for param in inspect.signature(method, eval_str=True).parameters.values():
+        for meta in getattr(param.annotation, "__metadata__", ()):
+            alias = getattr(meta, "alias", None)
+            if alias:
+                found[alias] = param.name
+    return found
 
 
 def given(**fields: Any) -> JSON:
@@ -326,6 +370,17 @@ class ScenarioKitTools:
         """
         method = getattr(self, name)
         spec: ToolInput | ToolQuery | None = getattr(method, "tool_arguments", None)
+        aliases = _aliased(method)
+        if aliases:  # the SDK calls with the argument's name (``from``), a keyword Python refuses
+            renamed = method
+
+            @functools.wraps(renamed)
+            async def called(**arguments: Any) -> Answer:
+                answer: Answer = await renamed(**{aliases.get(k, k): v for k, v in arguments.items()})
+                return answer
+
+            called.__signature__ = inspect.signature(renamed, eval_str=True)  # type: ignore[attr-defined]
+            method = called
         if spec is None:
             return method
         signature = inspect.signature(method, eval_str=True)
@@ -371,7 +426,7 @@ class ScenarioKitTools:
         the same; the run fails such a step).
         """
         services = self._services()
-        scenario = await services.scenarios.create(command)
+        scenario = await services.scenarios.create(command, origin=mcp_origin())
         return Answer(shape.saved_scenario_json(services.converter, scenario))
 
     @takes(
@@ -381,13 +436,18 @@ class ScenarioKitTools:
         patch=True,
         clear=("description", "environmentId", "timeoutSeconds"),
     )
-    async def update_scenario(self, scenarioId: ScenarioId, command: Patch[ScenarioInput]) -> Answer:
+    async def update_scenario(
+        self, scenarioId: ScenarioId, command: Patch[ScenarioInput], message: Message = None
+    ) -> Answer:
         """Change some fields of a scenario (its steps are changed with the step tools).
 
-        Returns the scenario and its `warnings` (as create_scenario).
+        Returns the scenario and its `warnings` (as create_scenario). A change makes a new revision
+        of the scenario (`revision` in the answer); `message` says why.
         """
         services = self._services()
-        scenario = await services.scenarios.update(parse_id(scenarioId, "scenarioId"), command)
+        scenario = await services.scenarios.update(
+            parse_id(scenarioId, "scenarioId"), command, origin=mcp_origin(message)
+        )
         return Answer(shape.saved_scenario_json(services.converter, scenario))
 
     async def delete_scenario(self, scenarioId: ScenarioId) -> Answer:
@@ -397,7 +457,9 @@ class ScenarioKitTools:
         return Answer({"id": str(ident), "deleted": True})
 
     @takes(StepInput, "step", ("execCode", "title", "order", "timeoutSeconds"))
-    async def create_step(self, scenarioId: ScenarioId, command: StepInput) -> Answer:
+    async def create_step(
+        self, scenarioId: ScenarioId, command: StepInput, message: Message = None
+    ) -> Answer:
         """Add a step to a scenario: at `order` when given, else last. Returns the step with its id.
 
         `execCode` is executed code: Python that every run of the scenario executes in a worker process.
@@ -406,7 +468,7 @@ class ScenarioKitTools:
         """
         services = self._services()
         ident = parse_id(scenarioId, "scenarioId")
-        step = await services.scenarios.add_step(ident, command)
+        step = await services.scenarios.add_step(ident, command, origin=mcp_origin(message))
         return Answer(shape.saved_step_json(services.converter, step, ident))
 
     @takes(
@@ -416,7 +478,9 @@ class ScenarioKitTools:
         patch=True,
         clear=("title", "timeoutSeconds"),
     )
-    async def update_step(self, scenarioId: ScenarioId, stepId: StepId, command: Patch[StepInput]) -> Answer:
+    async def update_step(
+        self, scenarioId: ScenarioId, stepId: StepId, command: Patch[StepInput], message: Message = None
+    ) -> Answer:
         """Change some fields of a step; a new `order` moves it.
 
         `execCode` is executed code, as in create_step: every later run of the scenario executes it.
@@ -424,14 +488,59 @@ class ScenarioKitTools:
         """
         services = self._services()
         ident = parse_id(scenarioId, "scenarioId")
-        step = await services.scenarios.update_step(ident, parse_id(stepId, "stepId"), command)
+        step = await services.scenarios.update_step(
+            ident, parse_id(stepId, "stepId"), command, origin=mcp_origin(message)
+        )
         return Answer(shape.saved_step_json(services.converter, step, ident))
 
-    async def delete_step(self, scenarioId: ScenarioId, stepId: StepId) -> Answer:
+    async def delete_step(self, scenarioId: ScenarioId, stepId: StepId, message: Message = None) -> Answer:
         """Delete a step; the steps after it move up."""
         ident = parse_id(stepId, "stepId")
-        await self._services().scenarios.delete_step(parse_id(scenarioId, "scenarioId"), ident)
+        await self._services().scenarios.delete_step(
+            parse_id(scenarioId, "scenarioId"), ident, origin=mcp_origin(message)
+        )
         return Answer({"id": str(ident), "deleted": True})
+
+    # --- revisions (docs/revisions.md) ---------------------------------------------------------
+
+    @lists(list_params(RevisionQuery), RevisionQuery.from_params)
+    async def list_revisions(self, scenarioId: ScenarioId, query: RevisionQuery) -> Answer:
+        """List a scenario's revisions, newest first: {items: [{number, createdAt, source, tokenName,
+        message, contentHash}], total, page, limit}. Each change of the scenario or its steps made one.
+
+        To see what changed since the scenario last passed: diff_revisions from the revision its last
+        passing run executed (that run's `scenarioRevision`; the scenario's stats name it as
+        `lastPass.revision`) to the scenario's current `revision`.
+        """
+        services = self._services()
+        found = await services.revisions.list(parse_id(scenarioId, "scenarioId"), query)
+        return Answer(shape.page_json(found, lambda info: shape.revision_info_json(services.converter, info)))
+
+    async def diff_revisions(
+        self, scenarioId: ScenarioId, fromRevision: FromRevision, toRevision: ToRevision
+    ) -> Answer:
+        """What changed from revision `from` to revision `to` of a scenario.
+
+        Returns {from, to, fields: {name: [old, new]}, steps: [{order, change: added|removed|changed,
+        diff, stepId, title, moved}]}: `diff` is a unified diff of the step's fields and code.
+        """
+        services = self._services()
+        diff = await services.revisions.diff(parse_id(scenarioId, "scenarioId"), fromRevision, toRevision)
+        return Answer(shape.revision_diff_json(services.converter, diff))
+
+    async def restore_revision(
+        self, scenarioId: ScenarioId, revision: RevisionNumber, message: Message = None
+    ) -> Answer:
+        """Make a scenario hold what revision `revision` held again, as a new revision (history is kept).
+
+        Returns the scenario at its new revision. Runs queued before keep executing what they were
+        queued with.
+        """
+        services = self._services()
+        scenario = await services.revisions.restore(
+            parse_id(scenarioId, "scenarioId"), revision, origin=mcp_origin(message)
+        )
+        return Answer(shape.scenario_json(services.converter, scenario))
 
     @lists(list_params(EnvironmentQuery), EnvironmentQuery.from_params)
     async def list_environments(self, query: EnvironmentQuery) -> Answer:
@@ -604,7 +713,7 @@ class ScenarioKitTools:
         data = shape.authoring_look_json(services.converter, look)
         return Answer(data, images=(shot,) if screenshot and shot else ())
 
-    @takes(AuthoringSaveInput, "save", ("name", "scenarioId", "keep"))
+    @takes(AuthoringSaveInput, "save", ("name", "scenarioId", "keep", "message"))
     async def authoring_save(self, authoringId: AuthoringId, command: AuthoringSaveInput) -> Answer:
         """Save the session as scenario steps: the replayed steps, then the execs that passed (or `keep`).
 
@@ -614,7 +723,9 @@ class ScenarioKitTools:
         check it passes in a fresh browser.
         """
         services = self._services()
-        scenario = await services.authoring.save(parse_id(authoringId, "authoringId"), command)
+        scenario = await services.authoring.save(
+            parse_id(authoringId, "authoringId"), command, origin=mcp_origin()
+        )
         return Answer(shape.saved_scenario_json(services.converter, scenario))
 
     async def authoring_end(self, authoringId: AuthoringId) -> Answer:

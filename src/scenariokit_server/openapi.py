@@ -28,12 +28,14 @@ from aiohttp_apispec.aiohttp_apispec import NAME_SWAGGER_SPEC
 from apispec import APISpec
 from marshmallow import Schema
 
+from scenariokit.domain.revisions import MESSAGE_MAX
 from scenariokit.formats.queries import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     MAX_PAGE,
     AuditQuery,
     ListQuery,
+    RevisionQuery,
     RunQuery,
     ScheduleQuery,
 )
@@ -191,6 +193,8 @@ def list_params(query: type[ListQuery], *, exclude: Iterable[str] = ()) -> list[
                 "batchId", {"type": "string", "format": "uuid"}, "runs queued together by one request"
             )
         )
+    elif issubclass(query, RevisionQuery):
+        pass  # a scenario's revisions: paged and sorted, no name to search
     elif issubclass(query, AuditQuery):
         text = {"type": "string", "minLength": 1, "maxLength": 200}
         params.append(query_param("resource", text, "entries about this kind of record, e.g. `credential`"))
@@ -211,6 +215,15 @@ def list_params(query: type[ListQuery], *, exclude: Iterable[str] = ()) -> list[
             query_param("q", {"type": "string", "maxLength": 200}, "case-insensitive substring of the name")
         )
     return [param for param in params if param["name"] not in set(exclude)]
+
+
+def message_param() -> dict[str, Any]:
+    """The ``message`` query parameter of every write of a scenario (docs/revisions.md)."""
+    return query_param(
+        "message",
+        {"type": "string", "maxLength": MESSAGE_MAX},
+        "a note kept with the revision this change makes (why it was made)",
+    )
 
 
 def log_params() -> list[dict[str, Any]]:

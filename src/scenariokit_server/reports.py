@@ -19,7 +19,8 @@ from urllib.parse import urlencode
 from aiohttp import web
 from multidict import MultiMapping
 
-from scenariokit.domain.errors import ScenarioKitError
+from scenariokit.domain.errors import NotFound, ScenarioKitError
+from scenariokit.domain.model import Run, RunStatus
 from scenariokit.formats.queries import LogQuery, RunQuery
 from scenariokit.reports import model
 from scenariokit.reports.render import (
@@ -29,6 +30,7 @@ from scenariokit.reports.render import (
     render_run,
     render_token_page,
 )
+from scenariokit.services import Services
 from scenariokit_server import keys
 from scenariokit_server.errors import domain_problem_body, status_of
 from scenariokit_server.trace import artifact_links
@@ -107,11 +109,13 @@ async def report_index(request: web.Request) -> web.StreamResponse:
     query = RunQuery.from_params(params)
     services = keys.services(request)
     page = await services.runs.list(query)
+    passes = await services.runs.last_passes([detail.run.scenario_id for detail in page.items])
     rows = tuple(
         model.index_row(
             detail.run,
             url=f"{REPORT_PREFIX}/runs/{detail.run.id}",
             environment=detail.environment.name if detail.environment else str(detail.run.environment_id),
+            last_pass=passes.get(detail.run.scenario_id),
         )
         for detail in page.items
     )
@@ -139,9 +143,11 @@ async def report_run(request: web.Request) -> web.StreamResponse:
     run_id = path_id(request)
     params = query_params(request)
     logs = LogQuery.from_params(params)
-    detail = await keys.services(request).runs.get(run_id, logs)
+    services = keys.services(request)
+    detail = await services.runs.get(run_id, logs)
     links = artifact_links(request.app)
     run = detail.run
+    changes = await _changes_since_pass(services, run)
     path = f"{REPORT_PREFIX}/runs/{run.id}"
     log_page = detail.logs
     page = model.run_page(
@@ -158,8 +164,24 @@ async def report_run(request: web.Request) -> web.StreamResponse:
         log_query=logs.q or "",
         log_search=True,
         index_url=INDEX_URL,
+        changes=changes,
     )
     return html_page(render_run(page, assets=ASSETS))
+
+
+async def _changes_since_pass(services: Services, run: Run) -> model.Changes | None:
+    """For a failed run: the diff from the revision its scenario last passed with to the run's own."""
+    if run.status is not RunStatus.FAIL or run.scenario_revision is None:
+        return None
+    last = await services.runs.last_pass_before(run)
+    diff = None
+    if last is not None and last.revision is not None and last.revision != run.scenario_revision:
+        try:
+            diff = await services.revisions.diff(run.scenario_id, last.revision, run.scenario_revision)
+        except NotFound:  # the scenario was deleted since: its runs and revisions went with it
+            return None
+    url = f"{REPORT_PREFIX}/runs/{last.run_id}" if last is not None else None
+    return model.changes_since_pass(run, last, diff, last_pass_url=url)
 
 
 async def report_asset(request: web.Request) -> web.StreamResponse:

@@ -28,7 +28,7 @@ from marshmallow import Schema, fields, validate
 
 from scenariokit.domain import audit as audit_model
 from scenariokit.domain import browser as browser_model
-from scenariokit.domain import code, model
+from scenariokit.domain import code, model, revisions
 from scenariokit.domain import schedule as schedule_model
 from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
 from scenariokit.formats import inputs
@@ -53,6 +53,7 @@ _VALIDATORS: dict[Callable[..., Any], tuple[validate.Validator, dict[str, Any]]]
     inputs.at_least_zero: (validate.Range(min=0), {}),
     inputs.optional_name: (validate.Length(min=1, max=model.NAME_MAX), {}),
     inputs.short_code: (validate.Length(max=MAX_EXEC_CODE_CHARS), {}),
+    revisions.valid_message: (validate.Length(max=revisions.MESSAGE_MAX), {}),
 }
 
 
@@ -334,6 +335,7 @@ RunBatch = Schema.from_dict(
     name="RunBatchSchema",
 )
 LastFailure = schema_of(model.LastFailure, response=True)
+LastPass = schema_of(model.LastPass, response=True)
 
 
 def _rate(description: str) -> fields.Float:
@@ -365,8 +367,114 @@ RunStats = Schema.from_dict(
             metadata={"description": "nearest-rank percentiles of run durations; null without runs"},
         ),
         "lastFailure": fields.Nested(LastFailure, required=True, allow_none=True),
+        "lastPass": fields.Nested(
+            LastPass,
+            required=True,
+            allow_none=True,
+            metadata={"description": "the latest passing run, whenever it ran, and the revision it executed"},
+        ),
+        "changedSinceLastPass": fields.Boolean(
+            required=True,
+            metadata={
+                "description": "the scenario's revision now differs from the one its last pass executed "
+                "(false when no run passed)"
+            },
+        ),
     },
     name="RunStatsSchema",
+)
+
+# --- revisions (docs/revisions.md) ------------------------------------------------------------------
+
+RevisionInfo = Schema.from_dict(
+    {
+        "number": fields.Integer(
+            required=True, validate=validate.Range(min=1), metadata={"description": "1, 2, … per scenario"}
+        ),
+        "createdAt": fields.DateTime(required=True),
+        "source": fields.String(
+            required=True,
+            validate=validate.OneOf([source.value for source in revisions.RevisionSource]),
+            metadata={"description": "the door the change came through"},
+        ),
+        "tokenName": fields.String(
+            required=True,
+            allow_none=True,
+            metadata={"description": "the API token's name, when tokens have names"},
+        ),
+        "message": fields.String(required=True, allow_none=True),
+        "contentHash": fields.String(
+            required=True, metadata={"description": "SHA-256 of the scenario's content at this revision"}
+        ),
+    },
+    name="RevisionInfoSchema",
+)
+RevisionPage = page_of(RevisionInfo, "RevisionPage")
+Revision = Schema.from_dict(
+    {
+        **{name: field for name, field in RevisionInfo().declared_fields.items()},
+        "scenario": fields.Nested(
+            Schema.from_dict(
+                {
+                    "id": fields.UUID(required=True),
+                    "name": fields.String(required=True),
+                    "description": fields.String(required=True, allow_none=True),
+                    "environmentId": fields.UUID(required=True, allow_none=True),
+                    "timeoutSeconds": fields.Float(required=True, allow_none=True),
+                    "retries": fields.Nested(Retries, required=True),
+                    "credentials": fields.List(fields.Nested(CredentialLink), required=True),
+                    "steps": fields.List(fields.Nested(Step), required=True),
+                },
+                name="RevisionScenarioSchema",
+            ),
+            required=True,
+            metadata={"description": "the whole scenario as this revision holds it"},
+        ),
+    },
+    name="RevisionSchema",
+)
+RevisionDiff = Schema.from_dict(
+    {
+        "from": fields.Integer(required=True),
+        "to": fields.Integer(required=True),
+        "fields": fields.Dict(
+            keys=fields.String(),
+            values=fields.List(fields.Raw()),
+            required=True,
+            metadata={"description": "each field that differs: [old, new]"},
+        ),
+        "steps": fields.List(
+            fields.Nested(
+                Schema.from_dict(
+                    {
+                        "order": fields.Integer(
+                            required=True,
+                            metadata={"description": "in `to` (in `from` for a removed step)"},
+                        ),
+                        "change": fields.String(
+                            required=True, validate=validate.OneOf(["added", "removed", "changed"])
+                        ),
+                        "diff": fields.String(
+                            required=True,
+                            metadata={"description": "unified diff of the step's fields and execCode"},
+                        ),
+                        "stepId": fields.UUID(required=True),
+                        "title": fields.String(required=True, allow_none=True),
+                        "fromOrder": fields.Integer(required=True, allow_none=True),
+                        "toOrder": fields.Integer(required=True, allow_none=True),
+                        "moved": fields.Boolean(
+                            required=True,
+                            metadata={"description": "its place among the other steps changed (a reorder)"},
+                        ),
+                    },
+                    name="StepChangeSchema",
+                )
+            ),
+            required=True,
+            metadata={"description": "steps added, removed or changed, matched by step id"},
+        ),
+    },
+    name="RevisionDiffSchema",
 )
 Schedule = schema_of(schedule_model.Schedule, response=True)
 SchedulePage = page_of(Schedule, "SchedulePage")

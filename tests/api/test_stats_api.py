@@ -72,6 +72,12 @@ async def test_stats_are_exact_on_seeded_runs(client: Client, services: Any) -> 
             "at": last.finished_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "message": "boom 9",
         },
+        "lastPass": {
+            "runId": str(seeded[6].id),
+            "at": seeded[6].finished_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "revision": None,
+        },
+        "changedSinceLastPass": False,
     }
     wider = await (await client.get(f"{API}/scenarios/{scenario['id']}/stats", params={"days": "9"})).json()
     assert (wider["runs"], wider["failed"]) == (11, 4)
@@ -93,6 +99,8 @@ async def test_a_scenario_without_runs_has_empty_figures(client: Client) -> None
         "flakyRate": None,
         "durationMs": {"p50": None, "p95": None},
         "lastFailure": None,
+        "lastPass": None,
+        "changedSinceLastPass": False,
     }
 
 

@@ -21,6 +21,7 @@ data:
 # scenarios
 ---
 kind: scenario
+revision: 7
 name: greets
 steps:
   - title: open the home page

@@ -34,6 +34,8 @@ def test_all_passing_exits_0_with_live_progress_on_a_terminal_and_a_junit_report
     assert case.get("name") == "greets" and case.get("classname") == "passing"
     assert float(case.get("time", "")) > 0
     assert case.find("failure") is None and case.find("error") is None
+    revision = case.find("properties/property[@name='revision']")
+    assert revision is not None and revision.get("value") == "7", "the file's revision: 7"
 
 
 @pytest.mark.browser
@@ -51,7 +53,7 @@ def test_failures_exit_1_with_plain_lines_reports_a_table_and_junit_counts(
     assert status == 1
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert any(line.startswith("PASS greets (") for line in lines), "plain lines when not on a terminal"
+    assert any(line.startswith("PASS greets revision 7 (") for line in lines), "plain lines, revision too"
     farewell = "step 2 \"look for the farewell\": Locator expected to have text 'Goodbye' (line 2)"
     assert any(line.startswith("FAIL says goodbye (") and line.endswith(farewell) for line in lines)
     assert "\x1b[" not in out

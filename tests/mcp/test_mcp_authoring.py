@@ -135,8 +135,25 @@ async def test_a_scenario_failing_at_a_renamed_button_is_healed_and_then_passes(
         fixed = "await page.get_by_role('button', name='Log in').click()"
         assert (await call(mcp, "authoring_exec", authoringId=session, code=fixed))["ok"]
         assert (await call(mcp, "authoring_exec", authoringId=session, code=EXPECT))["ok"]
-        healed = await call(mcp, "authoring_save", authoringId=session, scenarioId=scenario["id"])
+        healed = await call(
+            mcp,
+            "authoring_save",
+            authoringId=session,
+            scenarioId=scenario["id"],
+            message="the button says Log in",
+        )
         assert [s["execCode"] for s in healed["steps"]] == [GOTO, FILL, fixed, EXPECT]
+        assert healed["revision"] == 3  # created, linked, healed
+        newest = (await call(mcp, "list_revisions", scenarioId=scenario["id"]))["items"][0]
+        assert (newest["number"], newest["source"], newest["message"]) == (
+            3,
+            "authoring",
+            "the button says Log in",
+        )
+        assert failed["scenarioRevision"] == 2
+        what = await call(mcp, "diff_revisions", scenarioId=scenario["id"], **{"from": 2, "to": 3})
+        added = [c for c in what["steps"] if c["change"] == "added"]
+        assert [c["order"] for c in added] == [3, 4] and fixed in added[0]["diff"]  # saved as new steps
         assert [s["id"] for s in healed["steps"][:2]] == [s["id"] for s in scenario["steps"][:2]]
         await call(mcp, "authoring_end", authoringId=session)
 

@@ -35,6 +35,7 @@ LIST_OPERATIONS = {
     "list_environments": "/api/v1/environments",
     "get_run": "/api/v1/run/{id}",
     "list_schedules": "/api/v1/schedules",
+    "list_revisions": "/api/v1/scenarios/{id}/revisions",
 }
 
 

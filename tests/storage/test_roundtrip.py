@@ -269,6 +269,7 @@ async def test_every_field_of_every_aggregate_survives_the_store(store: SqlStore
         steps=(step,),
         retries=Retries(count=2, backoff=Backoff.EXPONENTIAL, backoff_seconds=1.5),
         browser=attrs.evolve(EVERY_BROWSER_SETTING, http_credentials=HttpCredentials(credential="admin")),
+        revision=3,
         **stamps,
     )
     session = Session(
@@ -329,6 +330,7 @@ async def test_every_field_of_every_aggregate_survives_the_store(store: SqlStore
         flaky=True,
         batch_id=uuid.uuid4(),
         schedule_id=uuid.uuid4(),
+        scenario_revision=3,
     )
     entry = RunLogEntry(run_id=run.id, message="hello", level="warning", step_id=step.id, at=later, seq=1)
     for value in (environment, credential, snippet, scenario, session, run, entry):

@@ -51,6 +51,10 @@ async def test_creating_a_scenario_inserts_each_table_once_and_deletes_nothing(
         "INSERT INTO scenarios",
         "INSERT INTO steps",
         "INSERT INTO scenario_credentials",
+        "INSERT INTO revision_fields",  # revision 1: its fields, its step bodies, its row
+        "INSERT INTO revision_steps",
+        "INSERT INTO scenario_revisions",
+        "INSERT INTO audit_log",
     ]
     read = await services.scenarios.get(created.id)
     assert [step.exec_code for step in read.steps] == ["a = 1", "b = 2"]

@@ -107,6 +107,7 @@ async def test_keys_are_in_a_fixed_readable_order_and_timestamps_are_left_out(li
     assert list(scenario) == [
         "kind",
         "id",
+        "revision",
         "name",
         "description",
         "environmentId",

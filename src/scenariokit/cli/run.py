@@ -281,7 +281,8 @@ class PlainDisplay:
     def finished(self, index: int, outcome: ScenarioOutcome) -> None:
         word = ("FLAKY" if outcome.flaky else "PASS") if outcome.passed else "FAIL"
         tail = f"  {outcome.summary}" if outcome.summary else ""
-        line = f"{word} {outcome.label} ({outcome.path}) {outcome.duration_seconds:.2f} s{tail}"
+        revision = f" revision {outcome.revision}" if outcome.revision is not None else ""
+        line = f"{word} {outcome.label}{revision} ({outcome.path}) {outcome.duration_seconds:.2f} s{tail}"
         self._console.print(escape(line), soft_wrap=True, highlight=False)
 
 
@@ -299,6 +300,9 @@ def _report(console: Console, outcomes: Sequence[ScenarioOutcome], elapsed: floa
     several = any(outcome.env_choice is not None for outcome in outcomes)
     if several:
         table.add_column("environment")
+    revisions = any(outcome.revision is not None for outcome in outcomes)
+    if revisions:
+        table.add_column("revision", justify="right")
     table.add_column("file")
     table.add_column("time", justify="right")
     table.add_column("failing step")
@@ -307,6 +311,7 @@ def _report(console: Console, outcomes: Sequence[ScenarioOutcome], elapsed: floa
             _result_word(outcome),
             escape(outcome.name),
             *([escape(outcome.env_choice or "")] if several else []),
+            *([str(outcome.revision or "")] if revisions else []),
             escape(str(outcome.path)),
             f"{outcome.duration_seconds:.2f} s",
             escape(outcome.summary),

@@ -272,6 +272,8 @@ class Scenario:
     retries: Retries = attrs.field(factory=Retries)
     #: how its runs' browser context is made; wins key by key over the environment's (docs/browser.md)
     browser: BrowserSettings = attrs.field(factory=BrowserSettings, validator=_linked_http_credentials)
+    #: the number of the revision the scenario is at (docs/revisions.md); the service sets it
+    revision: int = 1
 
     @property
     def run_timeout(self) -> float:
@@ -524,6 +526,8 @@ class Run:
     schedule_id: uuid.UUID | None = None
     #: the browser settings the run executes with: its environment's, overlaid by its scenario's
     browser: BrowserSettings = attrs.field(factory=BrowserSettings)
+    #: the revision of its scenario the run executes (None: queued before revisions were kept)
+    scenario_revision: int | None = None
 
     @property
     def duration_ms(self) -> int | None:
@@ -553,6 +557,17 @@ class Run:
         return (only,)
 
 
+def queued_run(scenario: Scenario, environment_id: uuid.UUID, **fields: Any) -> Run:
+    """A new run of ``scenario`` as it is now: tied to its current revision, which the run executes."""
+    return Run(
+        scenario_id=scenario.id,
+        scenario_name=scenario.name,
+        scenario_revision=scenario.revision,
+        environment_id=environment_id,
+        **fields,
+    )
+
+
 @attrs.frozen
 class RunLogEntry:
     """One line of a run's log."""
@@ -575,6 +590,15 @@ class LastFailure:
 
 
 @attrs.frozen
+class LastPass:
+    """The latest passing run of a scenario: which, when it ended, and the revision it executed."""
+
+    run_id: uuid.UUID
+    at: datetime | None
+    revision: int | None
+
+
+@attrs.frozen
 class RunStats:
     """How a scenario's finished runs went over a window of days (docs/monitoring.md, "History")."""
 
@@ -586,6 +610,10 @@ class RunStats:
     p50_ms: int | None = None
     p95_ms: int | None = None
     last_failure: LastFailure | None = None
+    #: the latest passing run of the scenario, whenever it ran (not only in the window)
+    last_pass: LastPass | None = None
+    #: the scenario's revision now differs from the one its last passing run executed
+    changed_since_last_pass: bool = False
 
     @property
     def pass_rate(self) -> float | None:

@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 #: Fields a client may send back from a read but that are never written (ignored on input).
 READ_ONLY_FIELDS = frozenset(
-    {"id", "createdAt", "updatedAt", "hasSecret", "kind", "lastFiredAt", "nextFireAt"}
+    {"id", "createdAt", "updatedAt", "hasSecret", "kind", "lastFiredAt", "nextFireAt", "revision"}
 )
 
 _INPUT_CLASSES = (
@@ -74,6 +74,7 @@ _MODEL_CLASSES = (  # a class after those it holds: a hook is made with the hook
     model.Run,
     model.RunLogEntry,
     model.LastFailure,
+    model.LastPass,
     Schedule,
     AuditEntry,
 )

@@ -33,6 +33,7 @@ from scenariokit.domain.model import (
     valid_order,
     valid_timeout,
 )
+from scenariokit.domain.revisions import MESSAGE_MAX, valid_message
 from scenariokit.domain.schedule import (
     CRON_FIELDS,
     MAX_INTERVAL_SECONDS,
@@ -310,6 +311,14 @@ class AuthoringSaveInput:
         default=None,
         metadata=_about(
             "The `index` of each exec to save (they must have passed); default: every exec that passed."
+        ),
+    )
+    message: str | None = attrs.field(
+        default=None,
+        validator=valid_message,
+        metadata=_about(
+            f"A note kept with the revision this save makes (at most {MESSAGE_MAX} characters): why the "
+            "steps changed."
         ),
     )
 

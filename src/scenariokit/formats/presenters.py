@@ -33,6 +33,7 @@ from scenariokit.domain.model import (
     Snippet,
     Step,
 )
+from scenariokit.domain.revisions import Revision, RevisionDiff, RevisionInfo, fields_document
 from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.convert import format_time, parse_time
 from scenariokit.formats.queries import Page
@@ -118,6 +119,7 @@ def scenario_record_json(conv: cattrs.Converter, record: ScenarioRecord) -> JSON
         "updatedAt": _record_time(record.updated_at),
         "retries": dict(_retries_json(conv, record.retries)),
         "browser": {} if record.browser.is_empty else conv.unstructure(record.browser),
+        "revision": record.revision,
     }
 
 
@@ -238,6 +240,58 @@ def stats_json(conv: cattrs.Converter, stats: RunStats) -> JSON:
         "flakyRate": stats.flaky_rate,
         "durationMs": {"p50": stats.p50_ms, "p95": stats.p95_ms},
         "lastFailure": conv.unstructure(last) if last is not None else None,
+        "lastPass": conv.unstructure(stats.last_pass) if stats.last_pass is not None else None,
+        "changedSinceLastPass": stats.changed_since_last_pass,
+    }
+
+
+# --- revisions (docs/revisions.md) ----------------------------------------------------------------
+
+
+def revision_info_json(conv: cattrs.Converter, info: RevisionInfo) -> JSON:
+    """A revision as a list shows it: ``{number, createdAt, source, tokenName, message, contentHash}``."""
+    return {
+        "number": info.number,
+        "createdAt": conv.unstructure(info.created_at),
+        "source": info.source.value,
+        "tokenName": info.token_name,
+        "message": info.message,
+        "contentHash": info.content_hash,
+    }
+
+
+def revision_json(conv: cattrs.Converter, revision: Revision) -> JSON:
+    """One revision with the whole scenario it held: fields, steps in order, credential links."""
+    content = revision.content
+    return {
+        **revision_info_json(conv, revision.info),
+        "scenario": {
+            "id": str(revision.info.scenario_id),
+            **fields_document(content),
+            "steps": [step_json(conv, step) for step in content.steps],
+        },
+    }
+
+
+def revision_diff_json(conv: cattrs.Converter, diff: RevisionDiff) -> JSON:
+    """``{from, to, fields: {name: [old, new]}, steps: [{order, change, diff, ...}]}``."""
+    return {
+        "from": diff.from_number,
+        "to": diff.to_number,
+        "fields": {name: [old, new] for name, (old, new) in diff.fields.items()},
+        "steps": [
+            {
+                "order": change.order,
+                "change": change.change.value,
+                "diff": change.diff,
+                "stepId": str(change.step_id),
+                "title": change.title,
+                "fromOrder": change.from_order,
+                "toOrder": change.to_order,
+                "moved": change.moved,
+            }
+            for change in diff.steps
+        ],
     }
 
 

@@ -198,6 +198,18 @@ class RunQuery(ListQuery):
 
 
 @attrs.frozen
+class RevisionQuery(ListQuery):
+    """List of a scenario's revisions: by ``number``, newest first."""
+
+    ORDER_BY: ClassVar[tuple[str, ...]] = ("number",)
+    DEFAULT_ORDER: ClassVar[tuple[str, OrderDir]] = ("number", "desc")
+
+    @classmethod
+    def known_params(cls) -> frozenset[str]:
+        return super().known_params() - {"q"}
+
+
+@attrs.frozen
 class ScheduleQuery(ListQuery):
     """List of schedules: ``createdAt|updatedAt|nextFireAt``, newest first; filters by scenario."""
 

@@ -58,3 +58,4 @@ class ScenarioRecord(NamedTuple):
     updated_at: str
     retries: Retries
     browser: BrowserSettings
+    revision: int

@@ -48,6 +48,7 @@ _BREAKS = frozenset("\r\x85\u2028\u2029")
 _KEY_ORDER: dict[str, tuple[str, ...]] = {
     "scenario": (
         "id",
+        "revision",
         "name",
         "description",
         "environmentId",

@@ -75,8 +75,9 @@ def write_run_page(outcome: ScenarioOutcome, folder: Path, *, index: str | None 
         index_url=f"../{index}" if index else None,
         source=_source(outcome),
     )
-    # A file the run lost (the artifacts folder was cleaned) is not linked.
-    page = _without_missing(page, copied)
+    # A file the run lost (the artifacts folder was cleaned) is not linked. The revision shown is the
+    # file's (``revision:``, its store's), not the private store's own 1.
+    page = attrs.evolve(_without_missing(page, copied), revision=outcome.revision)
     page_path.parent.mkdir(parents=True, exist_ok=True)
     page_path.write_text(render_run(page, assets="../assets"), encoding="utf-8")
     return page_path
@@ -118,6 +119,7 @@ def write_html_report(
                 source=_source(outcome),
             )
         )
+        rows[-1] = attrs.evolve(rows[-1], revision=outcome.revision)
     passed, failed = model.counts([outcome.run for outcome in outcomes])
     index = model.IndexPage(rows=tuple(rows), title=title, passed=passed, failed=failed)
     path = root / index_name

@@ -80,6 +80,8 @@ def _testcase(suite: ET.Element, outcome: ScenarioOutcome, counts: dict[str, int
         case.set("line", str(outcome.line))
     properties = ET.SubElement(case, "properties")
     ET.SubElement(properties, "property", name="run_id", value=str(outcome.run.id))
+    if outcome.revision is not None:  # the scenario's revision in the store its file came from
+        ET.SubElement(properties, "property", name="revision", value=str(outcome.revision))
     if outcome.screenshot is not None:
         ET.SubElement(properties, "property", name="screenshot", value=os.fspath(outcome.screenshot))
     out = list(outcome.log)

@@ -57,6 +57,8 @@ class ScenarioOutcome:
     environment: str | None = None
     #: the environment as the command line named it, when it named several (a row per pair)
     env_choice: str | None = None
+    #: the scenario's revision in the store its file was exported from (``revision:``), when it says
+    revision: int | None = None
 
     @property
     def label(self) -> str:
@@ -117,7 +119,8 @@ class ScenarioOutcome:
             lines.append(f"screenshot: {self.screenshot}")
         if self.trace is not None:
             lines.append(f"trace: {self.trace} (playwright show-trace {self.trace})")
-        lines.append(f"run {self.run.id} (files in {self.artifacts_dir})")
+        at = f" of revision {self.revision}" if self.revision is not None else ""
+        lines.append(f"run {self.run.id}{at} (files in {self.artifacts_dir})")
         return "\n".join(lines)
 
 
@@ -130,6 +133,7 @@ def outcome_of(
     line: int | None = None,
     log: Sequence[str] = (),
     environment: str | None = None,
+    revision: int | None = None,
 ) -> ScenarioOutcome:
     """The outcome of a finished run of ``scenario`` (read back from the store)."""
     failed = _failed_step(run, scenario)
@@ -148,6 +152,7 @@ def outcome_of(
         log=tuple(log),
         trace=artifacts_dir / trace if trace else None,
         environment=environment,
+        revision=revision,
     )
 
 

@@ -216,6 +216,7 @@ class LocalRunner:
             line=entry.line,
             log=log,
             environment=detail.environment.name if detail.environment else None,
+            revision=entry.revision,
         )
 
     async def _follow(self, run: Run, limit: float, on_progress: ProgressCallback | None) -> Run:

@@ -40,6 +40,8 @@ class ScenarioEntry:
     id: uuid.UUID | None = None
     environment_id: uuid.UUID | None = None
     steps: int = 0
+    #: the scenario's revision in the store the file was exported from (``revision:``), when it says
+    revision: int | None = None
 
 
 @attrs.frozen
@@ -66,6 +68,11 @@ class ScenarioFile:
 def is_scenario_file(path: str | os.PathLike[str]) -> bool:
     """Whether the pytest plugin collects this file (``*.scenario.yaml`` or ``*.scenario.yml``)."""
     return os.fspath(path).endswith(SCENARIO_FILE_SUFFIXES)
+
+
+def _revision(value: object) -> int | None:
+    """A document's ``revision:`` when it is a revision number (the import ignores it either way)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
 def _uuid(value: Any) -> uuid.UUID | None:
@@ -109,6 +116,7 @@ def read_scenario_file(path: str | os.PathLike[str]) -> ScenarioFile:
                     id=_uuid(data.get("id")),
                     environment_id=_uuid(data.get("environmentId")),
                     steps=len(steps) if isinstance(steps, list) else 0,
+                    revision=_revision(data.get("revision")),
                 )
             )
         elif kind == "environment":

@@ -10,6 +10,7 @@ write time), and the page shows nothing of the environment but its name.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
@@ -17,7 +18,8 @@ import attrs
 
 from scenariokit.domain.browser import BrowserSettings, Geolocation, HttpCredentials, Viewport
 from scenariokit.domain.fields import camel
-from scenariokit.domain.model import Run, RunLogEntry, StepStatus
+from scenariokit.domain.model import LastPass, Run, RunLogEntry, StepStatus
+from scenariokit.domain.revisions import RevisionDiff
 from scenariokit.formats.presenters import artifact_content_type, trace_artifact
 
 RUN_STATUSES = ("in_progress", "pass", "fail")
@@ -100,6 +102,95 @@ class Pager:
 
 
 @attrs.frozen
+class DiffLine:
+    """One line of a unified diff, with its kind for the page: ``add``, ``del``, ``hunk`` or ``ctx``."""
+
+    kind: str
+    text: str
+
+
+@attrs.frozen
+class StepChangeRow:
+    """One step that changed since the last pass, as the page shows it."""
+
+    label: str
+    change: str
+    lines: tuple[DiffLine, ...] = ()
+
+
+@attrs.frozen
+class Changes:
+    """What changed in the scenario between the revision that last passed and the run's (a failed run).
+
+    ``note`` says it in a sentence; ``fields`` (name, old, new) and ``steps`` show it when it changed.
+    """
+
+    note: str
+    from_revision: int | None = None
+    to_revision: int | None = None
+    #: the page of the run that last passed, when there is one and the page can link it
+    last_pass_url: str | None = None
+    fields: tuple[tuple[str, str, str], ...] = ()
+    steps: tuple[StepChangeRow, ...] = ()
+
+
+def _diff_lines(text: str) -> tuple[DiffLine, ...]:
+    def kind(line: str) -> str:
+        if line.startswith(("+++", "---")):
+            return "file"
+        return {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "ctx")
+
+    return tuple(DiffLine(kind(line), line) for line in text.splitlines())
+
+
+def _shown(value: object) -> str:
+    return "null" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def changes_since_pass(
+    run: Run, last_pass: LastPass | None, diff: RevisionDiff | None, *, last_pass_url: str | None = None
+) -> Changes | None:
+    """What a failed run's page says of the scenario's changes since it last passed (None for a pass).
+
+    ``diff`` is the diff from ``last_pass``'s revision to the run's, when both are known and differ.
+    """
+    if run.status.value != "fail" or run.scenario_revision is None:
+        return None
+    if last_pass is None:
+        return Changes(note="No earlier run of this scenario passed.", to_revision=run.scenario_revision)
+    if last_pass.revision is None:
+        return Changes(
+            note="The last passing run is older than the scenario's revisions: what it executed is unknown.",
+            to_revision=run.scenario_revision,
+            last_pass_url=last_pass_url,
+        )
+    if last_pass.revision == run.scenario_revision or diff is None or diff.unchanged:
+        return Changes(
+            note=f"Unchanged since it last passed: the run executed revision {run.scenario_revision}, as the "
+            "last passing run did.",
+            from_revision=last_pass.revision,
+            to_revision=run.scenario_revision,
+            last_pass_url=last_pass_url,
+        )
+    return Changes(
+        note=f"Changed since it last passed (revision {last_pass.revision}): the run executed revision "
+        f"{run.scenario_revision}.",
+        from_revision=last_pass.revision,
+        to_revision=run.scenario_revision,
+        last_pass_url=last_pass_url,
+        fields=tuple((name, _shown(old), _shown(new)) for name, (old, new) in diff.fields.items()),
+        steps=tuple(
+            StepChangeRow(
+                label=f'step {c.order} "{c.title}"' if c.title else f"step {c.order}",
+                change=f"{c.change.value}{' (moved)' if c.moved else ''}",
+                lines=_diff_lines(c.diff),
+            )
+            for c in diff.steps
+        ),
+    )
+
+
+@attrs.frozen
 class RunPage:
     """Everything the page of one run shows."""
 
@@ -140,6 +231,10 @@ class RunPage:
     index_url: str | None = None
     #: a local report: the scenario file and line
     source: str | None = None
+    #: the revision of its scenario the run executed (docs/revisions.md)
+    revision: int | None = None
+    #: a failed run: what changed in its scenario since it last passed
+    changes: Changes | None = None
 
 
 def browser_summary(settings: BrowserSettings) -> str | None:
@@ -215,6 +310,7 @@ def run_page(
     log_search: bool = False,
     index_url: str | None = None,
     source: str | None = None,
+    changes: Changes | None = None,
 ) -> RunPage:
     """The page of ``run``; ``artifact_url`` gives the link of each file the run recorded, by name."""
     artifacts = tuple(
@@ -257,6 +353,8 @@ def run_page(
         log_search=log_search,
         index_url=index_url,
         source=source,
+        revision=run.scenario_revision,
+        changes=changes,
     )
 
 
@@ -273,6 +371,10 @@ class IndexRow:
     #: the failure's first line, or ``""``
     summary: str = ""
     source: str | None = None
+    #: the revision of its scenario the run executed
+    revision: int | None = None
+    #: the revision its scenario last passed with, when the run executed another one
+    differs_from_pass: int | None = None
 
 
 @attrs.frozen
@@ -289,8 +391,14 @@ class IndexPage:
     failed: int = 0
 
 
-def index_row(run: Run, *, url: str, environment: str, source: str | None = None) -> IndexRow:
-    """The index row of ``run``, linking its page at ``url``."""
+def index_row(
+    run: Run, *, url: str, environment: str, source: str | None = None, last_pass: LastPass | None = None
+) -> IndexRow:
+    """The index row of ``run``, linking its page at ``url``; marked when ``last_pass`` (its scenario's
+    latest passing run) executed another revision than ``run``."""
+    differs = None
+    if last_pass is not None and None not in (last_pass.revision, run.scenario_revision):
+        differs = last_pass.revision if last_pass.revision != run.scenario_revision else None
     summary = ""
     if run.error is not None:
         summary = run.error.message.strip().partition("\n")[0]
@@ -305,6 +413,8 @@ def index_row(run: Run, *, url: str, environment: str, source: str | None = None
         duration=duration_text(run.duration_ms),
         summary=summary,
         source=source,
+        revision=run.scenario_revision,
+        differs_from_pass=differs,
     )
 
 

@@ -17,6 +17,7 @@ from .base import AuthoringControl, Context, NoAuthoring, NoRunControl, RunContr
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
 from .devices import DeviceService
 from .operations import OperationsService, Readout
+from .revisions import RevisionService
 from .runs import RunService
 from .scenarios import ScenarioService
 from .schedules import ScheduleService
@@ -45,6 +46,7 @@ class Services:
             control=control or NoRunControl(),
         )
         self.scenarios = ScenarioService(self.context)
+        self.revisions = RevisionService(self.context)
         self.environments = EnvironmentService(self.context)
         self.credentials = CredentialService(self.context)
         self.snippets = SnippetService(self.context)
@@ -85,6 +87,7 @@ __all__ = [
     "NoRunControl",
     "OperationsService",
     "Readout",
+    "RevisionService",
     "RunControl",
     "RunSettings",
     "Services",

@@ -25,13 +25,15 @@ from scenariokit.domain.authoring import (
 from scenariokit.domain.browser import NO_BROWSER_SETTINGS, run_settings
 from scenariokit.domain.errors import Conflict, ValidationError
 from scenariokit.domain.job import CredentialValue, RunJob, browser_job_fields, step_job
-from scenariokit.domain.model import CredentialLink, FieldError, Scenario, Step, utcnow
+from scenariokit.domain.model import CredentialLink, FieldError, Scenario, Step
+from scenariokit.domain.revisions import Origin, RevisionSource
 from scenariokit.formats.inputs import AuthoringExecInput, AuthoringSaveInput, AuthoringStartInput
 from scenariokit.storage.ports import UnitOfWork
 
 from . import audit
 from .base import ServiceBase, missing_reference, require
-from .scenarios import renumber
+from .revisions import save_scenario
+from .scenarios import ScenarioService, renumber
 
 
 class AuthoringService(ServiceBase):
@@ -151,11 +153,18 @@ class AuthoringService(ServiceBase):
         """Close the live browser and forget the session (execs not saved are gone)."""
         await self.ctx.authoring.end(authoring_id)
 
-    async def save(self, authoring_id: uuid.UUID, command: AuthoringSaveInput) -> Scenario:
+    async def save(
+        self, authoring_id: uuid.UUID, command: AuthoringSaveInput, *, origin: Origin | None = None
+    ) -> Scenario:
         """Write the replayed steps and the kept execs as a new scenario, or into the scenario replayed.
 
-        The session stays live: the agent may go on and save again (into the scenario it saved).
+        The session stays live: the agent may go on and save again (into the scenario it saved). The
+        write is a revision of source ``authoring``, with the command's ``message``.
         """
+        origin = attrs.evolve(
+            (origin or Origin()).through(RevisionSource.AUTHORING),
+            message=command.message if command.message is not None else (origin or Origin()).message,
+        )
         record = self.ctx.authoring.record(authoring_id)
         if command.name is not None and command.scenario_id is not None:
             raise ValidationError(
@@ -169,11 +178,13 @@ class AuthoringService(ServiceBase):
             )
         authored = tuple(_authored_step(item) for item in _kept(record.execs, command.keep))
         if command.name is not None:
-            return await self._save_new(record, command.name.strip(), authored)
+            return await self._save_new(record, command.name.strip(), authored, origin)
         assert command.scenario_id is not None
-        return await self._save_into(record, command.scenario_id, authored)
+        return await self._save_into(record, command.scenario_id, authored, origin)
 
-    async def _save_new(self, record: AuthoringRecord, name: str, authored: Sequence[Step]) -> Scenario:
+    async def _save_new(
+        self, record: AuthoringRecord, name: str, authored: Sequence[Step], origin: Origin
+    ) -> Scenario:
         copies = [
             Step(exec_code=s.exec_code, title=s.title, timeout_seconds=s.timeout_seconds)
             for s in record.replayed
@@ -189,7 +200,7 @@ class AuthoringService(ServiceBase):
                 credentials=tuple(link for link in record.links if link.credential_id in present),
                 steps=renumber([*copies, *authored]),
             )
-            await uow.scenarios.add(scenario)
+            scenario = await ScenarioService.add(uow, scenario, origin)
             await audit.record(
                 uow, "save", "scenario", scenario.id, f"saved authoring session {record.id} as {name!r}"
             )
@@ -198,7 +209,7 @@ class AuthoringService(ServiceBase):
         return scenario
 
     async def _save_into(
-        self, record: AuthoringRecord, scenario_id: uuid.UUID, authored: Sequence[Step]
+        self, record: AuthoringRecord, scenario_id: uuid.UUID, authored: Sequence[Step], origin: Origin
     ) -> Scenario:
         if scenario_id != record.scenario_id and scenario_id not in record.saved:
             raise ValidationError(
@@ -220,18 +231,13 @@ class AuthoringService(ServiceBase):
             for link in record.links:
                 if old.link(link.credential_id) is None and all(x.alias != link.alias for x in links):
                     links.append(link)
-            new = attrs.evolve(
-                old,
-                steps=renumber([*prefix, *authored]),
-                credentials=tuple(links),
-                updated_at=max(utcnow(), old.updated_at),
-            )
-            await uow.scenarios.update(new)
+            new = attrs.evolve(old, steps=renumber([*prefix, *authored]), credentials=tuple(links))
+            saved = await save_scenario(uow, old, new, origin)
             await audit.record(
                 uow, "save", "scenario", new.id, f"saved authoring session {record.id} into {new.name!r}"
             )
             await uow.commit()
-        return new
+        return saved
 
 
 def _up_to_step(command: AuthoringStartInput, scenario: Scenario | None) -> int:

@@ -27,6 +27,7 @@ from scenariokit.domain.model import (
     STREAK_WINDOW,
     Environment,
     FieldError,
+    LastPass,
     Run,
     RunAttempt,
     RunError,
@@ -40,6 +41,7 @@ from scenariokit.domain.model import (
     SessionStatus,
     StepResult,
     is_flaky,
+    queued_run,
     skip_remaining,
     streak_of,
     utcnow,
@@ -100,10 +102,9 @@ class RunService(ServiceBase):
             environment = await uow.environments.get(command.environment_id)
             if environment is None:
                 raise missing_reference("environmentId", "environment", command.environment_id)
-            run = Run(
-                scenario_id=scenario.id,
-                scenario_name=scenario.name,
-                environment_id=command.environment_id,
+            run = queued_run(
+                scenario,
+                command.environment_id,
                 save_session=command.save_session,
                 source_session_id=command.session_id,
                 browser=await recorded_browser(uow, scenario, environment),
@@ -131,10 +132,9 @@ class RunService(ServiceBase):
                 raise ValidationError("environmentIds refers to missing environments", missing)
             runs = tuple(
                 [
-                    Run(
-                        scenario_id=scenario.id,
-                        scenario_name=scenario.name,
-                        environment_id=environment_id,
+                    queued_run(
+                        scenario,
+                        environment_id,
                         save_session=command.save_session,
                         source_session_id=command.session_id,
                         batch_id=batch_id,
@@ -189,8 +189,23 @@ class RunService(ServiceBase):
         """How a scenario's finished runs of the last ``query.days`` days went (docs/monitoring.md)."""
         since = utcnow() - timedelta(days=(query or StatsQuery()).days)
         async with self.ctx.uow(readonly=True) as uow:
-            require(await uow.scenarios.get(scenario_id), "scenario", scenario_id)
-            return await uow.runs.stats(scenario_id, since)
+            scenario = require(await uow.scenarios.get(scenario_id), "scenario", scenario_id)
+            stats = await uow.runs.stats(scenario_id, since)
+            last_pass = (await uow.runs.last_passes([scenario_id])).get(scenario_id)
+        # a pass from before revisions were kept executed an unknown revision: not counted as changed
+        changed = last_pass is not None and last_pass.revision not in (None, scenario.revision)
+        return attrs.evolve(stats, last_pass=last_pass, changed_since_last_pass=changed)
+
+    async def last_pass_before(self, run: Run) -> LastPass | None:
+        """The latest run of ``run``'s scenario that passed before ``run`` was queued, if any."""
+        async with self.ctx.uow(readonly=True) as uow:
+            found = await uow.runs.last_passes([run.scenario_id], before=run.created_at)
+        return found.get(run.scenario_id)
+
+    async def last_passes(self, scenario_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, LastPass]:
+        """The latest passing run of each of these scenarios (those that have one)."""
+        async with self.ctx.uow(readonly=True) as uow:
+            return await uow.runs.last_passes(scenario_ids)
 
     async def get(self, run_id: uuid.UUID, logs: LogQuery | None = None) -> RunDetail:
         """A run with its environment, its saved session and a page of its log (filtered by ``q``)."""
@@ -321,7 +336,11 @@ class RunService(ServiceBase):
             return run, job
 
     async def _job_of(self, run: Run) -> tuple[RunJob, Scenario]:
-        """What a worker needs to execute ``run``; raises when something it needs is gone or unreadable."""
+        """What a worker needs to execute ``run``; raises when something it needs is gone or unreadable.
+
+        The steps, links, limits and retries are those of the revision the run was queued with, not
+        the scenario's current ones: an edit while the run waits in the queue does not change it.
+        """
         async with self.ctx.uow(readonly=True) as uow:
             scenario = await uow.scenarios.get(run.scenario_id)
             environment = await uow.environments.get(run.environment_id)
@@ -329,6 +348,7 @@ class RunService(ServiceBase):
                 raise ScenarioKitError(
                     f"the run's {'scenario' if scenario is None else 'environment'} was deleted"
                 )
+            scenario = await _as_queued(uow, scenario, run)
             credentials = {
                 c.id: c
                 for c in await uow.credentials.get_many([x.credential_id for x in scenario.credentials])
@@ -585,6 +605,11 @@ class RunService(ServiceBase):
         """Write ``run`` as failed (steps not yet done ``skipped``) in ``uow``; the caller commits."""
         now = utcnow()
         scenario = await uow.scenarios.get(run.scenario_id)
+        if scenario is not None:
+            try:
+                scenario = await _as_queued(uow, scenario, run)
+            except ScenarioKitError:
+                pass  # its revision is gone: the current steps are the best guess of what it skipped
         finished = attrs.evolve(
             run,
             status=RunStatus.FAIL,
@@ -612,6 +637,17 @@ class RunService(ServiceBase):
             log.exception("reading the streak of run %s failed", run.id)
             streak = streak_of([run.status])
         self.ctx.hooks.run_finished(run=run, scenario=scenario, streak=streak)
+
+
+async def _as_queued(uow: UnitOfWork, scenario: Scenario, run: Run) -> Scenario:
+    """The scenario as the revision ``run`` was queued with holds it (as it is, for a run from before
+    revisions were kept); raises when that revision is not stored."""
+    if run.scenario_revision is None or run.scenario_revision == scenario.revision:
+        return scenario
+    revision = await uow.revisions.get(scenario.id, run.scenario_revision)
+    if revision is None:
+        raise ScenarioKitError(f"revision {run.scenario_revision} of the run's scenario is not stored")
+    return revision.as_scenario(scenario)
 
 
 async def _with_links(uow: UnitOfWork, page: Page[Run]) -> Page[RunDetail]:

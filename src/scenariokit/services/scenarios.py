@@ -9,7 +9,8 @@ from typing import Any
 import attrs
 
 from scenariokit.domain.errors import Conflict, NotFound, ValidationError
-from scenariokit.domain.model import CredentialLink, RunStatus, Scenario, Step, utcnow
+from scenariokit.domain.model import CredentialLink, RunStatus, Scenario, Step
+from scenariokit.domain.revisions import Origin, new_revision
 from scenariokit.formats.convert import errors_of
 from scenariokit.formats.inputs import LinkInput, Patch, ScenarioInput, StepInput, StepOrderInput
 from scenariokit.formats.queries import Page, RunQuery, ScenarioQuery
@@ -18,6 +19,7 @@ from scenariokit.storage.ports import UnitOfWork
 
 from . import audit
 from .base import ServiceBase, missing_reference, require
+from .revisions import save_scenario, signed
 
 #: What a PATCH starts from: the fields of a stored scenario and step that their inputs write.
 _SCENARIO_FIELDS = ("name", "description", "environment_id", "timeout_seconds", "retries", "browser")
@@ -78,13 +80,11 @@ class ScenarioService(ServiceBase):
         """The scenario, locked until ``uow`` ends: every change is a read-merge-write under it."""
         return require(await uow.scenarios.get(scenario_id, lock=True), "scenario", scenario_id)
 
-    async def _save(self, uow: UnitOfWork, old: Scenario, new: Scenario) -> Scenario:
-        new = attrs.evolve(new, updated_at=max(utcnow(), old.updated_at))
-        await uow.scenarios.update(new)
-        if new.name != old.name:
-            await uow.runs.rename_scenario(new.id, new.name)
+    async def _save(self, uow: UnitOfWork, old: Scenario, new: Scenario, origin: Origin) -> Scenario:
+        """Write ``new`` over ``old`` with its revision and commit; an unchanged scenario is not written."""
+        saved = await save_scenario(uow, old, new, origin)
         await uow.commit()
-        return new
+        return saved
 
     def scenario_from_input(self, data: ScenarioInput, base: Scenario | None = None) -> Scenario:
         """The scenario a checked input describes, laid over ``base`` when updating one."""
@@ -129,14 +129,14 @@ class ScenarioService(ServiceBase):
         async with self.ctx.uow(readonly=True) as uow:
             return await self._get(uow, scenario_id)
 
-    async def create(self, command: ScenarioInput) -> Scenario:
-        """Create a scenario, with its steps and credential links when given."""
+    async def create(self, command: ScenarioInput, *, origin: Origin | None = None) -> Scenario:
+        """Create a scenario, with its steps and credential links when given: its revision 1."""
         scenario = self.scenario_from_input(command)
         async with self.ctx.uow() as uow:
             await self._check_references(uow, command.environment_id, command.credentials)
             if command.steps and any(s.id for s in command.steps):
                 scenario = attrs.evolve(scenario, steps=build_steps(command.steps, keep_ids=False))
-            await uow.scenarios.add(scenario)
+            scenario = await self.add(uow, scenario, origin or Origin())
             await audit.record(
                 uow, "create", "scenario", scenario.id,
                 f"created scenario {scenario.name!r} with {len(scenario.steps)} step(s)",
@@ -144,12 +144,25 @@ class ScenarioService(ServiceBase):
             await uow.commit()
         return scenario
 
-    async def replace(self, scenario_id: uuid.UUID, command: ScenarioInput) -> Scenario:
+    @staticmethod
+    async def add(uow: UnitOfWork, scenario: Scenario, origin: Origin) -> Scenario:
+        """Store a new scenario with its revision 1, in ``uow``; the caller commits."""
+        first = attrs.evolve(scenario, revision=1)
+        await uow.scenarios.add(first)
+        await uow.revisions.add(new_revision(first, signed(origin)))
+        return first
+
+    async def replace(
+        self, scenario_id: uuid.UUID, command: ScenarioInput, *, origin: Origin | None = None
+    ) -> Scenario:
         """Replace a scenario's fields (PUT); its steps and links too when the body gives them."""
         async with self.ctx.uow() as uow:
-            return await self._replace(uow, await self._locked(uow, scenario_id), command)
+            old = await self._locked(uow, scenario_id)
+            return await self._replace(uow, old, command, origin or Origin())
 
-    async def _replace(self, uow: UnitOfWork, old: Scenario, command: ScenarioInput) -> Scenario:
+    async def _replace(
+        self, uow: UnitOfWork, old: Scenario, command: ScenarioInput, origin: Origin
+    ) -> Scenario:
         await self._check_references(uow, command.environment_id, command.credentials)
         new = self.scenario_from_input(command, old)
         if command.steps is not None:
@@ -157,21 +170,24 @@ class ScenarioService(ServiceBase):
             kept = [s if s.id in known else attrs.evolve(s, id=None) for s in command.steps]
             new = attrs.evolve(new, steps=build_steps(kept))
         await audit.record(uow, "update", "scenario", old.id, f"changed scenario {new.name!r}")
-        return await self._save(uow, old, new)
+        return await self._save(uow, old, new, origin)
 
-    async def update(self, scenario_id: uuid.UUID, patch: Patch[ScenarioInput]) -> Scenario:
+    async def update(
+        self, scenario_id: uuid.UUID, patch: Patch[ScenarioInput], *, origin: Origin | None = None
+    ) -> Scenario:
         """Change some fields of a scenario (PATCH); fields not named keep their value.
 
         Read, merge and write happen in one unit of work with the scenario locked, so two PATCHes of
-        different fields both survive. Steps and links change only when the patch gives them.
+        different fields both survive, each its own revision. Steps and links change only when the
+        patch gives them.
         """
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
             current = {name: getattr(old, name) for name in _SCENARIO_FIELDS}
-            return await self._replace(uow, old, patch.applied_to(current, ScenarioInput))
+            return await self._replace(uow, old, patch.applied_to(current, ScenarioInput), origin or Origin())
 
     async def delete(self, scenario_id: uuid.UUID) -> None:
-        """Delete a scenario with its steps, credential links and finished runs.
+        """Delete a scenario with its steps, credential links, revisions and finished runs.
 
         While a run of it is in progress the delete is refused (:class:`Conflict`): the run's worker
         still writes its log and result, so the run must be cancelled or finish first.
@@ -216,51 +232,68 @@ class ScenarioService(ServiceBase):
         placed.insert(position, step)
         return renumber(placed)
 
-    async def add_step(self, scenario_id: uuid.UUID, command: StepInput) -> Step:
+    async def add_step(
+        self, scenario_id: uuid.UUID, command: StepInput, *, origin: Origin | None = None
+    ) -> Step:
         """Add a step: at ``order`` when given (later steps move down), else at the end."""
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
             step = self._step(command)
             steps = self._insert(old.steps, step, command.order)
             await audit.record(uow, "create", "step", step.id, f"added a step to scenario {old.name!r}")
-            saved = await self._save(uow, old, attrs.evolve(old, steps=steps))
+            saved = await self._save(uow, old, attrs.evolve(old, steps=steps), origin or Origin())
         return require(saved.step(step.id), "step", step.id)
 
-    async def replace_step(self, scenario_id: uuid.UUID, step_id: uuid.UUID, command: StepInput) -> Step:
+    async def replace_step(
+        self, scenario_id: uuid.UUID, step_id: uuid.UUID, command: StepInput, *, origin: Origin | None = None
+    ) -> Step:
         """Replace a step (PUT); a new ``order`` moves it."""
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
-            return await self._replace_step(uow, old, step_id, command)
+            return await self._replace_step(uow, old, step_id, command, origin or Origin())
 
     async def _replace_step(
-        self, uow: UnitOfWork, old: Scenario, step_id: uuid.UUID, command: StepInput
+        self, uow: UnitOfWork, old: Scenario, step_id: uuid.UUID, command: StepInput, origin: Origin
     ) -> Step:
         current = require(old.step(step_id), "step", step_id)
         others = [s for s in old.steps if s.id != step_id]
         step = self._step(command, id=step_id)
         order = command.order if command.order is not None else current.order
         await audit.record(uow, "update", "step", step_id, f"changed step {order} of scenario {old.name!r}")
-        saved = await self._save(uow, old, attrs.evolve(old, steps=self._insert(others, step, order)))
+        new = attrs.evolve(old, steps=self._insert(others, step, order))
+        saved = await self._save(uow, old, new, origin)
         return require(saved.step(step_id), "step", step_id)
 
-    async def update_step(self, scenario_id: uuid.UUID, step_id: uuid.UUID, patch: Patch[StepInput]) -> Step:
+    async def update_step(
+        self,
+        scenario_id: uuid.UUID,
+        step_id: uuid.UUID,
+        patch: Patch[StepInput],
+        *,
+        origin: Origin | None = None,
+    ) -> Step:
         """Change some fields of a step (PATCH), read and written under one lock of its scenario."""
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
             step = require(old.step(step_id), "step", step_id)
             current = {name: getattr(step, name) for name in _STEP_FIELDS}
-            return await self._replace_step(uow, old, step_id, patch.applied_to(current, StepInput))
+            command = patch.applied_to(current, StepInput)
+            return await self._replace_step(uow, old, step_id, command, origin or Origin())
 
-    async def delete_step(self, scenario_id: uuid.UUID, step_id: uuid.UUID) -> None:
+    async def delete_step(
+        self, scenario_id: uuid.UUID, step_id: uuid.UUID, *, origin: Origin | None = None
+    ) -> None:
         """Delete a step; the steps after it move up."""
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
             require(old.step(step_id), "step", step_id)
             steps = renumber([s for s in old.steps if s.id != step_id])
             await audit.record(uow, "delete", "step", step_id, f"deleted a step of scenario {old.name!r}")
-            await self._save(uow, old, attrs.evolve(old, steps=steps))
+            await self._save(uow, old, attrs.evolve(old, steps=steps), origin or Origin())
 
-    async def reorder_steps(self, scenario_id: uuid.UUID, command: StepOrderInput) -> tuple[Step, ...]:
+    async def reorder_steps(
+        self, scenario_id: uuid.UUID, command: StepOrderInput, *, origin: Origin | None = None
+    ) -> tuple[Step, ...]:
         """Put the steps in the order of ``stepIds`` (every step id, once) and number them 1..n."""
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
@@ -273,7 +306,7 @@ class ScenarioService(ServiceBase):
                 )
             steps = renumber([by_id[ident] for ident in wanted])
             await audit.record(uow, "update", "scenario", old.id, f"reordered the steps of {old.name!r}")
-            saved = await self._save(uow, old, attrs.evolve(old, steps=steps))
+            saved = await self._save(uow, old, attrs.evolve(old, steps=steps), origin or Origin())
         return saved.steps
 
     # --- credential links -----------------------------------------------------------------------
@@ -282,7 +315,9 @@ class ScenarioService(ServiceBase):
         """The credentials linked to a scenario, with their aliases."""
         return (await self.get(scenario_id)).credentials
 
-    async def link_credential(self, scenario_id: uuid.UUID, command: LinkInput) -> CredentialLink:
+    async def link_credential(
+        self, scenario_id: uuid.UUID, command: LinkInput, *, origin: Origin | None = None
+    ) -> CredentialLink:
         """Link a credential under an alias (unique within the scenario)."""
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
@@ -297,10 +332,13 @@ class ScenarioService(ServiceBase):
                 uow, "link", "scenario", old.id,
                 f"linked credential {command.credential_id} as {command.alias!r} to {old.name!r}",
             )  # fmt: skip
-            await self._save(uow, old, attrs.evolve(old, credentials=(*old.credentials, link)))
+            new = attrs.evolve(old, credentials=(*old.credentials, link))
+            await self._save(uow, old, new, origin or Origin())
         return link
 
-    async def unlink_credential(self, scenario_id: uuid.UUID, credential_id: uuid.UUID) -> None:
+    async def unlink_credential(
+        self, scenario_id: uuid.UUID, credential_id: uuid.UUID, *, origin: Origin | None = None
+    ) -> None:
         """Remove a credential link."""
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
@@ -317,4 +355,4 @@ class ScenarioService(ServiceBase):
             await audit.record(
                 uow, "unlink", "scenario", old.id, f"unlinked credential {credential_id} from {old.name!r}"
             )
-            await self._save(uow, old, attrs.evolve(old, credentials=links))
+            await self._save(uow, old, attrs.evolve(old, credentials=links), origin or Origin())

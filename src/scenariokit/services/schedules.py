@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from scenariokit.domain.errors import NotFound, ValidationError
-from scenariokit.domain.model import Run, utcnow
+from scenariokit.domain.model import queued_run, utcnow
 from scenariokit.domain.schedule import Schedule, next_fire
 from scenariokit.formats.inputs import Patch, ScheduleInput
 from scenariokit.formats.queries import Page, ScheduleQuery
@@ -119,10 +119,9 @@ class ScheduleService(ServiceBase):
             found = {env.id: env for env in await uow.environments.get_many(schedule.environment_ids)}
             batch_id = uuid.uuid4() if len(schedule.environment_ids) > 1 else None
             runs = [
-                Run(
-                    scenario_id=scenario.id,
-                    scenario_name=scenario.name,
-                    environment_id=environment_id,
+                queued_run(
+                    scenario,
+                    environment_id,
                     schedule_id=schedule.id,
                     batch_id=batch_id,
                     browser=await recorded_browser(uow, scenario, found[environment_id], strict=False),

@@ -19,6 +19,7 @@ from scenariokit.domain.access import Scope
 from scenariokit.domain.code import StepCodeWarning, step_warnings
 from scenariokit.domain.errors import Conflict, Forbidden, ValidationError
 from scenariokit.domain.model import Scenario, utcnow
+from scenariokit.domain.revisions import Origin, RevisionSource
 from scenariokit.formats.convert import structure_input
 from scenariokit.formats.inputs import (
     CredentialInput,
@@ -46,6 +47,7 @@ from . import audit
 from .base import Context, ServiceBase, require
 from .caller import current_caller
 from .catalog import CredentialService, EnvironmentService, SnippetService
+from .revisions import save_scenario
 from .scenarios import ScenarioService
 from .schedules import check_schedule_references, schedule_from_input
 
@@ -239,15 +241,19 @@ class TransferService(ServiceBase):
 
     # --- import ---------------------------------------------------------------------------------
 
-    async def import_yaml(self, text: str | bytes, *, kind: str) -> ImportReport:
+    async def import_yaml(
+        self, text: str | bytes, *, kind: str, origin: Origin | None = None
+    ) -> ImportReport:
         """Upsert every entity of a YAML stream posted to the ``kind`` endpoint, in one transaction.
 
         Documents may be single mappings or lists of mappings; an entity without ``kind`` takes the
         endpoint's. Environments and credentials are written first, then snippets, then scenarios with
         their links; an existing id is overwritten, an unknown id is created as given, no id gets a new
         one. A scenario's steps are replaced by the document's. Any problem raises (ValidationError,
-        TooLarge, Conflict) and nothing is stored.
+        TooLarge, Conflict) and nothing is stored. Each scenario it changes gets a revision of source
+        ``import`` (a document's ``revision`` is ignored); one it leaves as it was gets none.
         """
+        origin = (origin or Origin()).through(RevisionSource.IMPORT)
         if kind not in ACCEPTED_KINDS:
             raise ValidationError(
                 f"unknown import kind {kind!r}", {"kind": f"must be one of {', '.join(ACCEPTED_KINDS)}"}
@@ -258,7 +264,7 @@ class TransferService(ServiceBase):
         _check_scope(items)
         async with self.ctx.uow() as uow:
             await self._check_references(uow, items)
-            report = await self._write(uow, items, ACCEPTED_KINDS[kind])
+            report = await self._write(uow, items, ACCEPTED_KINDS[kind], origin)
             await uow.commit()
         return report
 
@@ -365,7 +371,9 @@ class TransferService(ServiceBase):
                     )
         refusals.raise_any("the import refers to missing records")
 
-    async def _write(self, uow: UnitOfWork, items: Sequence[_Item], kinds: Sequence[str]) -> ImportReport:
+    async def _write(
+        self, uow: UnitOfWork, items: Sequence[_Item], kinds: Sequence[str], origin: Origin
+    ) -> ImportReport:
         created: dict[str, list[uuid.UUID]] = {kind: [] for kind in kinds}
         updated: dict[str, list[uuid.UUID]] = {kind: [] for kind in kinds}
         warnings: list[StepCodeWarning] = []
@@ -374,7 +382,10 @@ class TransferService(ServiceBase):
             if not batch:
                 continue
             repo: Repository[Any, Any] = getattr(uow, f"{kind}s")
-            stored = {r.id: r for r in await self._get_many(repo, [i.ident for i in batch if i.ident])}
+            idents = [i.ident for i in batch if i.ident]
+            if kind == "scenario":
+                await uow.scenarios.lock(idents)  # their revisions are numbered under the lock
+            stored = {r.id: r for r in await self._get_many(repo, idents)}
             if kind == "scenario":
                 await self._free_step_ids(uow, batch, stored)
             for item in batch:
@@ -387,14 +398,18 @@ class TransferService(ServiceBase):
                         await self._catalog["snippet"].check(uow, record, old)
                     except Conflict as exc:
                         raise Conflict(f"{item.entity.where} (line {item.entity.line}): {exc}") from None
-                if old is None:
+                if kind == "scenario":
+                    if old is None:
+                        await self._scenarios.add(uow, record, origin)
+                    else:
+                        await save_scenario(uow, old, record, origin)
+                    (created if old is None else updated)[kind].append(record.id)
+                elif old is None:
                     await repo.add(record)
                     created[kind].append(record.id)
                 else:
                     await repo.update(record)
                     updated[kind].append(record.id)
-                    if kind == "scenario" and old.name != record.name:
-                        await uow.runs.rename_scenario(record.id, record.name)
                 done = "updated" if old is not None else "created"
                 await audit.record(uow, "import", kind, record.id, f"{done} {_named(kind, record)} by import")
         return ImportReport(

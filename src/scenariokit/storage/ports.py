@@ -19,6 +19,7 @@ from scenariokit.domain.audit import AuditEntry
 from scenariokit.domain.model import (
     Credential,
     Environment,
+    LastPass,
     Run,
     RunLogEntry,
     RunStats,
@@ -27,6 +28,7 @@ from scenariokit.domain.model import (
     Session,
     Snippet,
 )
+from scenariokit.domain.revisions import Revision, RevisionInfo
 from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.queries import (
     AuditQuery,
@@ -35,6 +37,7 @@ from scenariokit.formats.queries import (
     ListQuery,
     LogQuery,
     Page,
+    RevisionQuery,
     RunQuery,
     ScenarioQuery,
     ScheduleQuery,
@@ -93,6 +96,10 @@ class ScenarioRepository(Repository[Scenario, ScenarioQuery]):
     @abc.abstractmethod
     async def step_owners(self, step_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
         """The scenario holding each of these step ids, for those that are stored."""
+
+    @abc.abstractmethod
+    async def lock(self, idents: Sequence[uuid.UUID]) -> None:
+        """Lock these scenarios until the unit of work ends (as ``get(..., lock=True)`` locks one)."""
 
 
 class EnvironmentRepository(Repository[Environment, EnvironmentQuery]):
@@ -235,6 +242,28 @@ class RunRepository(Repository[Run, RunQuery]):
     async def rename_scenario(self, scenario_id: uuid.UUID, name: str) -> None:
         """Keep the scenario name stored with its runs (their sort key) in step with a rename."""
 
+    @abc.abstractmethod
+    async def last_passes(
+        self, scenario_ids: Sequence[uuid.UUID], *, before: datetime | None = None
+    ) -> dict[uuid.UUID, LastPass]:
+        """The latest passing run of each of these scenarios (finished before ``before`` when given)."""
+
+
+class RevisionRepository(abc.ABC):
+    """The revisions of scenarios: written once, never changed; deleted with their scenario."""
+
+    @abc.abstractmethod
+    async def add(self, revision: Revision) -> None:
+        """Store a new revision; step bodies already stored for its scenario are not stored again."""
+
+    @abc.abstractmethod
+    async def get(self, scenario_id: uuid.UUID, number: int) -> Revision | None:
+        """Revision ``number`` of a scenario with its content, or None."""
+
+    @abc.abstractmethod
+    async def list(self, scenario_id: uuid.UUID, query: RevisionQuery) -> Page[RevisionInfo]:
+        """One page of a scenario's revisions without their content, newest first unless asked otherwise."""
+
 
 class ScheduleRepository(Repository[Schedule, ScheduleQuery]):
     """Schedules, and the claim of each fire."""
@@ -282,6 +311,7 @@ class UnitOfWork(abc.ABC):
     runs: RunRepository
     schedules: ScheduleRepository
     audit: AuditRepository
+    revisions: RevisionRepository
 
     async def __aenter__(self) -> Self:
         return self

@@ -18,6 +18,8 @@ from multidict import MultiMapping
 
 from scenariokit.domain.errors import InvalidQuery, ValidationError
 from scenariokit.domain.json_values import decode_json
+from scenariokit.domain.model import FieldError
+from scenariokit.domain.revisions import Origin, RevisionSource
 from scenariokit.formats.convert import UNSTORABLE, UNSTORABLE_MESSAGE, structure_input, unstorable_path
 from scenariokit.formats.presenters import API_PATH
 from scenariokit_server import keys
@@ -35,6 +37,30 @@ def path_id(request: web.Request, name: str = "id") -> uuid.UUID:
         raise ValidationError(
             f"{name} in the path must be a UUID", {name: f"{raw!r} is not a UUID"}
         ) from None
+
+
+def path_number(request: web.Request, name: str) -> int:
+    """The positive whole number in path segment ``name`` (a revision); 400 naming it otherwise."""
+    raw = request.match_info[name]
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9 or int(raw) < 1:
+        raise ValidationError(
+            f"{name} in the path must be a positive whole number",
+            {name: f"{raw[:40]!r} is not a positive whole number"},
+        )
+    return int(raw)
+
+
+def origin(request: web.Request, source: RevisionSource = RevisionSource.REST) -> Origin:
+    """Who writes a scenario through REST: the door, the token's name, the ``message`` query parameter.
+
+    The message is kept with the revision the write makes (docs/revisions.md); the token's name is
+    the request's caller's (``services.caller``), filled in where the revision is made.
+    """
+    message = query_params(request).get("message")
+    try:
+        return Origin(source=source, token_name=None, message=message)
+    except FieldError as exc:
+        raise InvalidQuery("invalid message", {"message": exc.message}) from None
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from scenariokit_server.views import (
     no_content,
     ok,
     only_params,
+    origin,
     path_id,
     query_params,
 )
@@ -100,7 +101,7 @@ async def save(request: web.Request) -> web.Response:
     """Save the session."""
     services = keys.services(request)
     command = await body_as(request, AuthoringSaveInput, "save")
-    scenario = await services.authoring.save(path_id(request), command)
+    scenario = await services.authoring.save(path_id(request), command, origin=origin(request))
     data = shape.saved_scenario_json(services.converter, scenario)
     if command.name is not None:
         return created(data, f"{API_PREFIX}/scenarios/{scenario.id}")

@@ -7,8 +7,8 @@ from aiohttp import web
 from scenariokit.domain.errors import NotFound
 from scenariokit.formats.inputs import LinkInput
 from scenariokit_server import keys, schemas
-from scenariokit_server.openapi import operation
-from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id
+from scenariokit_server.openapi import message_param, operation
+from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, origin, path_id
 
 
 @operation(
@@ -33,15 +33,15 @@ async def list_links(request: web.Request) -> web.Response:
     status=201,
     body=schemas.LinkInput,
     response=schemas.CredentialLink,
+    params=[message_param()],
     errors=(400, 404, 409, 413),
 )
 async def create_link(request: web.Request) -> web.Response:
     """Link a credential to a scenario."""
     services = keys.services(request)
     scenario_id = path_id(request)
-    link = await services.scenarios.link_credential(
-        scenario_id, await body_as(request, LinkInput, "credential link")
-    )
+    command = await body_as(request, LinkInput, "credential link")
+    link = await services.scenarios.link_credential(scenario_id, command, origin=origin(request))
     location = f"{API_PREFIX}/scenarios/{scenario_id}/credentials/{link.credential_id}"
     return created(services.converter.unstructure(link), location)
 
@@ -69,11 +69,12 @@ async def get_link(request: web.Request) -> web.Response:
     "Unlink a credential",
     description="The credential stays; the scenario no longer links it.",
     status=204,
+    params=[message_param()],
     errors=(400, 404),
 )
 async def delete_link(request: web.Request) -> web.Response:
     """Remove a credential link."""
     await keys.services(request).scenarios.unlink_credential(
-        path_id(request), path_id(request, "credentialId")
+        path_id(request), path_id(request, "credentialId"), origin=origin(request)
     )
     return no_content()

@@ -14,8 +14,17 @@ from scenariokit.formats.queries import (
     StatsQuery,
 )
 from scenariokit_server import keys, schemas
-from scenariokit_server.openapi import list_params, operation, query_param
-from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id, query_params
+from scenariokit_server.openapi import list_params, message_param, operation, query_param
+from scenariokit_server.views import (
+    API_PREFIX,
+    body_as,
+    created,
+    no_content,
+    ok,
+    origin,
+    path_id,
+    query_params,
+)
 
 
 @operation(
@@ -41,12 +50,14 @@ async def list_scenarios(request: web.Request) -> web.Response:
     status=201,
     body=schemas.ScenarioInput,
     response=schemas.ScenarioSaved,
+    params=[message_param()],
     errors=(400, 413),
 )
 async def create_scenario(request: web.Request) -> web.Response:
     """Create a scenario, with its steps and credential links when given."""
     services = keys.services(request)
-    scenario = await services.scenarios.create(await body_as(request, ScenarioInput, "scenario"))
+    command = await body_as(request, ScenarioInput, "scenario")
+    scenario = await services.scenarios.create(command, origin=origin(request))
     location = f"{API_PREFIX}/scenarios/{scenario.id}"
     return created(shape.saved_scenario_json(services.converter, scenario), location)
 
@@ -72,14 +83,14 @@ async def get_scenario(request: web.Request) -> web.Response:
     "`credentials`, when given, replace the scenario's whole list.",
     body=schemas.ScenarioInput(partial=True),
     response=schemas.ScenarioSaved,
+    params=[message_param()],
     errors=(400, 404, 413),
 )
 async def patch_scenario(request: web.Request) -> web.Response:
     """Partial update: fields not named keep their value."""
     services = keys.services(request)
-    scenario = await services.scenarios.update(
-        path_id(request), await body_as(request, Patch[ScenarioInput], "scenario")
-    )
+    command = await body_as(request, Patch[ScenarioInput], "scenario")
+    scenario = await services.scenarios.update(path_id(request), command, origin=origin(request))
     return ok(shape.saved_scenario_json(services.converter, scenario))
 
 
@@ -89,20 +100,20 @@ async def patch_scenario(request: web.Request) -> web.Response:
     description="Steps and credential links are replaced too when the body gives them.",
     body=schemas.ScenarioInput,
     response=schemas.ScenarioSaved,
+    params=[message_param()],
     errors=(400, 404, 413),
 )
 async def put_scenario(request: web.Request) -> web.Response:
     """Full update."""
     services = keys.services(request)
-    scenario = await services.scenarios.replace(
-        path_id(request), await body_as(request, ScenarioInput, "scenario")
-    )
+    command = await body_as(request, ScenarioInput, "scenario")
+    scenario = await services.scenarios.replace(path_id(request), command, origin=origin(request))
     return ok(shape.saved_scenario_json(services.converter, scenario))
 
 
 @operation(
     "scenarios",
-    "Delete a scenario with its steps, links and finished runs",
+    "Delete a scenario with its steps, links, revisions and finished runs",
     status=204,
     errors=(400, 404, 409),
     description="Refused with 409 while a run of the scenario is in progress: cancel it or let it finish.",

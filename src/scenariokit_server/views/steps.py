@@ -7,8 +7,8 @@ from aiohttp import web
 from scenariokit.formats import presenters as shape
 from scenariokit.formats.inputs import Patch, StepInput, StepOrderInput
 from scenariokit_server import keys, schemas
-from scenariokit_server.openapi import operation
-from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id
+from scenariokit_server.openapi import message_param, operation
+from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, origin, path_id
 
 
 @operation(
@@ -32,13 +32,15 @@ async def list_steps(request: web.Request) -> web.Response:
     status=201,
     body=schemas.StepInput,
     response=schemas.StepSaved,
+    params=[message_param()],
     errors=(400, 404, 413),
 )
 async def create_step(request: web.Request) -> web.Response:
     """Add a step to a scenario."""
     services = keys.services(request)
     scenario_id = path_id(request)
-    step = await services.scenarios.add_step(scenario_id, await body_as(request, StepInput, "step"))
+    command = await body_as(request, StepInput, "step")
+    step = await services.scenarios.add_step(scenario_id, command, origin=origin(request))
     location = f"{API_PREFIX}/scenarios/{scenario_id}/steps/{step.id}"
     return created(shape.saved_step_json(services.converter, step, scenario_id), location)
 
@@ -64,15 +66,15 @@ async def get_step(request: web.Request) -> web.Response:
     "others 1..n.",
     body=schemas.StepInput(partial=True),
     response=schemas.StepSaved,
+    params=[message_param()],
     errors=(400, 404, 413),
 )
 async def patch_step(request: web.Request) -> web.Response:
     """Partial update of a step; a new ``order`` moves it."""
     services = keys.services(request)
     scenario_id, step_id = path_id(request), path_id(request, "stepId")
-    step = await services.scenarios.update_step(
-        scenario_id, step_id, await body_as(request, Patch[StepInput], "step")
-    )
+    command = await body_as(request, Patch[StepInput], "step")
+    step = await services.scenarios.update_step(scenario_id, step_id, command, origin=origin(request))
     return ok(shape.saved_step_json(services.converter, step, scenario_id))
 
 
@@ -82,15 +84,15 @@ async def patch_step(request: web.Request) -> web.Response:
     description="The body replaces the step; a new `order` moves it and renumbers the others 1..n.",
     body=schemas.StepInput,
     response=schemas.StepSaved,
+    params=[message_param()],
     errors=(400, 404, 413),
 )
 async def put_step(request: web.Request) -> web.Response:
     """Full update of a step; a new ``order`` moves it."""
     services = keys.services(request)
     scenario_id, step_id = path_id(request), path_id(request, "stepId")
-    step = await services.scenarios.replace_step(
-        scenario_id, step_id, await body_as(request, StepInput, "step")
-    )
+    command = await body_as(request, StepInput, "step")
+    step = await services.scenarios.replace_step(scenario_id, step_id, command, origin=origin(request))
     return ok(shape.saved_step_json(services.converter, step, scenario_id))
 
 
@@ -99,11 +101,14 @@ async def put_step(request: web.Request) -> web.Response:
     "Delete a step; the steps after it move up",
     description="The step is removed and the steps after it move up one place.",
     status=204,
+    params=[message_param()],
     errors=(400, 404),
 )
 async def delete_step(request: web.Request) -> web.Response:
     """Delete a step."""
-    await keys.services(request).scenarios.delete_step(path_id(request), path_id(request, "stepId"))
+    await keys.services(request).scenarios.delete_step(
+        path_id(request), path_id(request, "stepId"), origin=origin(request)
+    )
     return no_content()
 
 
@@ -113,12 +118,12 @@ async def delete_step(request: web.Request) -> web.Response:
     description="`stepIds` names every step of the scenario once; they are renumbered 1..n in that order.",
     body=schemas.StepOrderInput,
     response=schemas.Step(many=True),
+    params=[message_param()],
     errors=(400, 404, 413),
 )
 async def reorder_steps(request: web.Request) -> web.Response:
     """Put the steps in the given order."""
     services = keys.services(request)
-    steps = await services.scenarios.reorder_steps(
-        path_id(request), await body_as(request, StepOrderInput, "step order")
-    )
+    command = await body_as(request, StepOrderInput, "step order")
+    steps = await services.scenarios.reorder_steps(path_id(request), command, origin=origin(request))
     return ok([shape.step_json(services.converter, step) for step in steps])

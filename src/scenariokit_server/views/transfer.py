@@ -9,12 +9,20 @@ from aiohttp.typedefs import Handler
 
 from scenariokit_server import keys, schemas
 from scenariokit_server.boundary import YAML_TYPES, accepts_yaml
-from scenariokit_server.openapi import YAML, YAML_DOCUMENTS, YAML_TEXT, export_params, operation
+from scenariokit_server.openapi import (
+    YAML,
+    YAML_DOCUMENTS,
+    YAML_TEXT,
+    export_params,
+    message_param,
+    operation,
+)
 from scenariokit_server.views import (
     flag_param,
     ids_param,
     ok,
     only_params,
+    origin,
     path_id,
     query_params,
     yaml_response,
@@ -126,7 +134,8 @@ async def export_snippet(request: web.Request) -> web.Response:
 
 def _importer(kind: str, summary: str) -> Handler:
     async def import_yaml(request: web.Request) -> web.Response:
-        report = await keys.services(request).transfer.import_yaml(await request.read(), kind=kind)
+        text = await request.read()
+        report = await keys.services(request).transfer.import_yaml(text, kind=kind, origin=origin(request))
         return ok(report.to_json())
 
     import_yaml.__name__ = f"import_{kind}s"
@@ -139,6 +148,7 @@ def _importer(kind: str, summary: str) -> Handler:
         body=YAML_DOCUMENTS,
         body_types=YAML_TYPES,
         body_required=False,
+        params=[message_param()] if kind == "scenario" else [],
         response=schemas.ImportReport,
         errors=(400, 409, 413),
     )

@@ -70,7 +70,7 @@ def page_sql(dialect: Dialect, order_by: str, order_dir: str, searched: bool) ->
     """The statement of one page, for a checked order (``order_by`` a key of :data:`ORDER_COLUMNS`).
 
     Its rows: ``(kind, rank, owner, id, a, b, seconds, environment, created, updated, retries, browser,
-    total)``,
+    total, revision)``,
     kind 0 a scenario (``a`` its name, ``b`` its description, ``rank`` its place on the page), 1 a
     step (``rank`` its position, ``a`` its title, ``b`` its code), 2 a link (``a`` its alias); in that
     order, each kind by rank. Parameters: limit, offset, then the search pattern when ``searched``.
@@ -83,22 +83,22 @@ def page_sql(dialect: Dialect, order_by: str, order_dir: str, searched: bool) ->
     return f"""
 WITH page AS MATERIALIZED (
   SELECT id, name, description, environment_id, timeout_seconds, created_at, updated_at, retries,
-         browser
+         browser, revision
   FROM scenarios {where} ORDER BY {order} {sql.limit}
 )
 SELECT 0 AS kind, row_number() OVER (ORDER BY {order}) AS rank, NULL AS owner, {uuid_text("id")} AS id,
        {text("name")} AS a, description AS b, timeout_seconds AS seconds,
        {uuid_text("environment_id")} AS environment, {time_text("created_at")} AS created,
        {time_text("updated_at")} AS updated, {text("retries")} AS retries,
-       {text("browser")} AS browser, (SELECT count(*) FROM scenarios {where}) AS total
+       {text("browser")} AS browser, (SELECT count(*) FROM scenarios {where}) AS total, revision
 FROM page
 UNION ALL
 SELECT 1, steps.position, {uuid_text("steps.scenario_id")}, {uuid_text("steps.id")}, steps.title,
-       steps.exec_code, steps.timeout_seconds, NULL, NULL, NULL, NULL, NULL, NULL
+       steps.exec_code, steps.timeout_seconds, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM steps JOIN page ON steps.scenario_id = page.id
 UNION ALL
 SELECT 2, links.position, {uuid_text("links.scenario_id")}, {uuid_text("links.credential_id")},
-       links.alias, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       links.alias, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM scenario_credentials AS links JOIN page ON links.scenario_id = page.id
 ORDER BY kind, rank, a
 """
@@ -218,6 +218,7 @@ async def scenario_page(
             updated_at=_time_text(row[9]),
             retries=_retries(row[10]),
             browser=_browser(row[11]),
+            revision=int(row[13]),
         )
         for row in heads
     )

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
+import attrs
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -22,6 +23,7 @@ from scenariokit.domain.model import (
     CredentialLink,
     Environment,
     LastFailure,
+    LastPass,
     Run,
     RunError,
     RunLogEntry,
@@ -33,6 +35,14 @@ from scenariokit.domain.model import (
     Snippet,
     Step,
 )
+from scenariokit.domain.revisions import (
+    Revision,
+    RevisionInfo,
+    ScenarioContent,
+    fields_document,
+    fields_hash,
+    step_hash,
+)
 from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.queries import (
     AuditQuery,
@@ -41,6 +51,7 @@ from scenariokit.formats.queries import (
     ListQuery,
     LogQuery,
     Page,
+    RevisionQuery,
     RunQuery,
     ScenarioQuery,
     ScheduleQuery,
@@ -316,6 +327,18 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
     async def all_ids(self) -> list[uuid.UUID]:
         stmt = sa.select(self.table.c.id).order_by(self.table.c.created_at, self.table.c.id)
         return list((await self.conn.execute(stmt)).scalars())
+
+    async def lock(self, idents: Sequence[uuid.UUID]) -> None:
+        if self.conn.dialect.name != "postgresql":
+            return  # SQLite: a writing unit of work holds the database lock from BEGIN IMMEDIATE
+        ids = sorted(set(idents))  # one order for every locker: two imports never deadlock
+        for start in range(0, len(ids), 500):
+            await self.conn.execute(
+                sa.select(self.table.c.id)
+                .where(self.table.c.id.in_(ids[start : start + 500]))
+                .order_by(self.table.c.id)
+                .with_for_update()
+            )
 
     async def step_owners(self, step_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
         owners: dict[uuid.UUID, uuid.UUID] = {}
@@ -629,6 +652,158 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         await self.conn.execute(
             sa.update(self.table).where(self.table.c.scenario_id == scenario_id).values(scenario_name=name)
         )
+
+    async def last_passes(
+        self, scenario_ids: Sequence[uuid.UUID], *, before: datetime | None = None
+    ) -> dict[uuid.UUID, LastPass]:
+        runs = self.table
+        ids = list(dict.fromkeys(scenario_ids))
+        found: dict[uuid.UUID, LastPass] = {}
+        for scenario_id in ids:  # each an index seek (scenario_id, status, finished_at): a page has few
+            where = [runs.c.scenario_id == scenario_id, runs.c.status == RunStatus.PASS.value]
+            if before is not None:
+                where.append(runs.c.finished_at < sa.bindparam("before_", before, type_=t.UTCDateTime()))
+            row = (
+                await self.conn.execute(
+                    sa.select(runs.c.id, runs.c.finished_at, runs.c.scenario_revision)
+                    .where(*where)
+                    .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+                    .limit(1)
+                )
+            ).first()
+            if row is not None:
+                found[scenario_id] = LastPass(
+                    run_id=row.id, at=row.finished_at, revision=row.scenario_revision
+                )
+        return found
+
+
+_REVISION_ROWS = RowMap(RevisionInfo, t.scenario_revisions)
+#: a stored step body: a step without its order (its place in each revision that holds it)
+_BODY_ROWS = RowMap(Step, t.revision_steps, columns={"id": "step_id"}, elsewhere=("order",))
+_restore_content = DOCUMENTS.get_structure_hook(ScenarioContent)
+#: a revision with its fields, and step bodies by ``seq``: statements built once, their values parameters
+_REVISION_OF = (
+    sa.select(t.scenario_revisions, t.revision_fields.c.fields)
+    .join(t.revision_fields, t.revision_fields.c.seq == t.scenario_revisions.c.fields_seq)
+    .where(
+        t.scenario_revisions.c.scenario_id == sa.bindparam("scenario_id_"),
+        t.scenario_revisions.c.number == sa.bindparam("number_"),
+    )
+)
+_BODIES_OF = sa.select(t.revision_steps).where(
+    t.revision_steps.c.seq.in_(sa.bindparam("seqs", expanding=True))
+)
+
+
+class RevisionRepository(ports.RevisionRepository):
+    """Revisions: a row each, their step bodies stored once per scenario and content."""
+
+    def __init__(self, conn: AsyncConnection, box: SecretBox) -> None:
+        self.conn = conn
+        self.box = box
+
+    async def _body_seqs(self, scenario_id: uuid.UUID, steps: Sequence[Step]) -> list[int]:
+        """The ``seq`` of each step's body, storing the bodies not stored yet."""
+        bodies = t.revision_steps
+        hashes = [step_hash(step) for step in steps]
+        found: dict[str, int] = {}
+        wanted = list(dict.fromkeys(hashes))
+        for start in range(0, len(wanted), 500):  # bounded IN lists
+            rows = await self.conn.execute(
+                sa.select(bodies.c.hash, bodies.c.seq).where(
+                    bodies.c.scenario_id == scenario_id, bodies.c.hash.in_(wanted[start : start + 500])
+                )
+            )
+            found.update({row.hash: row.seq for row in rows})
+        missing = {
+            digest: {**_BODY_ROWS.to_row(step, self.box), "scenario_id": scenario_id, "hash": digest}
+            for step, digest in zip(steps, hashes, strict=True)
+            if digest not in found
+        }
+        if missing:  # one INSERT for them all, each row answering its hash and seq
+            inserted = await self.conn.execute(
+                sa.insert(bodies).returning(bodies.c.hash, bodies.c.seq), list(missing.values())
+            )
+            found.update({row.hash: int(row.seq) for row in inserted})
+        return [found[digest] for digest in hashes]
+
+    async def _fields_seq(self, scenario_id: uuid.UUID, content: ScenarioContent) -> int:
+        """The ``seq`` of the content's fields, storing them when not stored yet."""
+        documents = t.revision_fields
+        digest = fields_hash(content)
+        found = (
+            await self.conn.execute(
+                sa.select(documents.c.seq).where(
+                    documents.c.scenario_id == scenario_id, documents.c.hash == digest
+                )
+            )
+        ).scalar_one_or_none()
+        if found is not None:
+            return int(found)
+        row = {"scenario_id": scenario_id, "hash": digest, "fields": fields_document(content)}
+        return int(
+            (await self.conn.execute(sa.insert(documents).returning(documents.c.seq), row)).scalar_one()
+        )
+
+    async def add(self, revision: Revision) -> None:
+        info = revision.info
+        row = {
+            **_REVISION_ROWS.to_row(info, self.box),
+            "fields_seq": await self._fields_seq(info.scenario_id, revision.content),
+            "steps": await self._body_seqs(info.scenario_id, revision.content.steps),
+        }
+        await self.conn.execute(_insert(t.scenario_revisions), row)
+
+    async def get(self, scenario_id: uuid.UUID, number: int) -> Revision | None:
+        row = (
+            await self.conn.execute(_REVISION_OF, {"scenario_id_": scenario_id, "number_": number})
+        ).first()
+        if row is None:
+            return None
+        seqs = [int(seq) for seq in row.steps]
+        stored: dict[int, sa.Row[Any]] = {}
+        unique = list(dict.fromkeys(seqs))
+        for start in range(0, len(unique), 500):  # bounded IN lists
+            rows = await self.conn.execute(_BODIES_OF, {"seqs": unique[start : start + 500]})
+            stored.update({body.seq: body for body in rows})
+        steps = tuple(
+            _BODY_ROWS.from_row(stored[seq], self.box, order=order) for order, seq in enumerate(seqs, start=1)
+        )
+        # ScenarioContent has no validators: evolve checks nothing the read would not
+        content = attrs.evolve(_restore_content(row.fields, ScenarioContent), steps=steps)
+        return Revision(info=_REVISION_ROWS.from_row(row, self.box), content=content)
+
+    async def list(self, scenario_id: uuid.UUID, query: RevisionQuery) -> Page[RevisionInfo]:
+        revisions = t.scenario_revisions
+        direction = sa.desc if query.order_dir == "desc" else sa.asc
+        columns = [
+            revisions.c[name]
+            for name in (
+                "scenario_id",
+                "number",
+                "created_at",
+                "source",
+                "token_name",
+                "message",
+                "content_hash",
+            )
+        ]
+        rows = await self.conn.execute(
+            sa.select(*columns)
+            .where(revisions.c.scenario_id == scenario_id)
+            .order_by(direction(revisions.c.number))
+            .limit(query.limit)
+            .offset(query.offset)
+        )
+        items = tuple(_REVISION_ROWS.from_row(row, self.box) for row in rows)
+        # Numbers run 1..n without a gap (a revision is never deleted alone): the highest is the count.
+        total = await self.conn.execute(
+            sa.select(sa.func.coalesce(sa.func.max(revisions.c.number), 0)).where(
+                revisions.c.scenario_id == scenario_id
+            )
+        )
+        return Page(items=items, total=int(total.scalar_one()), page=query.page, limit=query.limit)
 
 
 class AuditRepository(_TableRepository[AuditEntry, AuditQuery], ports.AuditRepository):

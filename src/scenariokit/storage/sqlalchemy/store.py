@@ -247,6 +247,7 @@ class SqlUnitOfWork(ports.UnitOfWork):
         self.runs = r.RunRepository(conn, box)
         self.schedules = r.ScheduleRepository(conn, box)
         self.audit = r.AuditRepository(conn, box)
+        self.revisions = r.RevisionRepository(conn, box)
         return self
 
     async def _begin(self) -> AsyncConnection:

@@ -88,6 +88,8 @@ scenarios = sa.Table(
     *_timestamps(),
     sa.Column("retries", JSONType),
     sa.Column("browser", JSONType),
+    # the number of the scenario's current revision (its row in ``scenario_revisions``)
+    sa.Column("revision", sa.Integer(), nullable=False, server_default="1"),
     sa.Index(None, "updated_at", "id"),
     sa.Index(None, "name", "id"),
     sa.Index(None, "created_at", "id"),
@@ -176,6 +178,8 @@ runs = sa.Table(
     # No foreign key: deleting a schedule keeps the runs it queued readable.
     sa.Column("schedule_id", sa.Uuid()),
     sa.Column("browser", JSONType),
+    # the revision of the scenario the run executes (NULL: queued before revisions were kept)
+    sa.Column("scenario_revision", sa.Integer()),
     sa.Index(None, "created_at", "id"),
     sa.Index(None, "scenario_name", "id"),
     sa.Index(None, "status", "created_at", "id"),
@@ -184,6 +188,7 @@ runs = sa.Table(
     sa.Index(None, "status", "lease_owner", "created_at"),
     sa.Index(None, "batch_id"),
     sa.Index(None, "schedule_id"),
+    sa.Index(None, "scenario_id", "status", "finished_at"),  # a scenario's last pass
 )
 
 schedules = sa.Table(
@@ -203,6 +208,51 @@ schedules = sa.Table(
     sa.Index(None, "updated_at", "id"),
     sa.Index(None, "next_fire_at", "id"),
     sa.Index(None, "scenario_id"),
+)
+
+# Revisions (docs/revisions.md): one row per revision, its fields as the ``seq`` of a document in
+# ``revision_fields`` and its steps as the ``seq`` of their bodies in ``revision_steps`` (in order).
+# Fields and step bodies are stored once per scenario and content (``hash``): an edit of one step of
+# twenty adds one body, not twenty, and no fields. All go with their scenario.
+scenario_revisions = sa.Table(
+    "scenario_revisions",
+    metadata,
+    sa.Column("scenario_id", sa.Uuid(), sa.ForeignKey("scenarios.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("number", sa.Integer(), primary_key=True, autoincrement=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("source", sa.String(16), nullable=False),
+    sa.Column("token_name", sa.String(200)),
+    sa.Column("message", sa.Text()),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("fields_seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+    sa.Column("steps", JSONType, nullable=False),
+)
+
+revision_fields = sa.Table(
+    "revision_fields",
+    metadata,
+    sa.Column(
+        "seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True
+    ),
+    sa.Column("scenario_id", sa.Uuid(), sa.ForeignKey("scenarios.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("fields", JSONType, nullable=False),
+    sa.UniqueConstraint("scenario_id", "hash"),
+)
+
+revision_steps = sa.Table(
+    "revision_steps",
+    metadata,
+    sa.Column(
+        "seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True
+    ),
+    sa.Column("scenario_id", sa.Uuid(), sa.ForeignKey("scenarios.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("step_id", sa.Uuid(), nullable=False),
+    sa.Column("title", sa.Text()),
+    sa.Column("exec_code", sa.Text(), nullable=False),
+    sa.Column("timeout_seconds", sa.Float()),
+    sa.UniqueConstraint("scenario_id", "hash"),
 )
 
 # One row per write through any door (docs/deployment.md, "Audit log"). No foreign keys: an entry

@@ -4,7 +4,7 @@ NULL reads as "nothing set" (docs/browser.md), so rows stored before this revisi
 default desktop context.
 
 Revision ID: 0009_browser_settings_b33
-Revises: 0008_audit_log
+Revises: 0008_i29_scenario_revisions
 Create Date: 2026-11-26
 """
 
@@ -15,7 +15,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "0009_browser_settings_b33"
-down_revision = "0008_audit_log"
+down_revision = "0008_i29_scenario_revisions"
 branch_labels = None
 depends_on = None
 
