@@ -7,8 +7,16 @@ from typing import Any
 
 import attrs
 
+from scenariokit.domain.browser import BrowserSettings
 from scenariokit.domain.model import Scenario, Step
-from scenariokit.domain.revisions import Origin, Revision, StepChangeKind, diff_contents, new_revision
+from scenariokit.domain.revisions import (
+    Origin,
+    Revision,
+    StepChangeKind,
+    diff_contents,
+    fields_document,
+    new_revision,
+)
 
 
 def _revision(number: int, steps: list[Step], **fields: Any) -> Revision:
@@ -74,3 +82,16 @@ def test_two_revisions_of_the_same_content_differ_in_nothing() -> None:
     newer = _revision(5, steps)
     assert diff_contents(uuid.uuid4(), older, newer).unchanged
     assert older.info.content_hash == newer.info.content_hash
+
+
+def test_browser_settings_are_content_a_diff_lists_and_unset_ones_leave_the_hash_as_it_was() -> None:
+    steps = _steps("await page.goto(helpers.getEnvUrl())")
+    plain = _revision(1, steps)
+    mobile = _revision(2, steps, browser=BrowserSettings(device="Pixel 7", locale="de-DE"))
+
+    assert "browser" not in fields_document(plain.content)  # hashes of revisions made before settings hold
+    diff = diff_contents(uuid.uuid4(), plain, mobile)
+    assert diff.fields == {"browser": (None, {"device": "Pixel 7", "locale": "de-DE"})}
+    assert plain.info.content_hash != mobile.info.content_hash
+    restored = mobile.as_scenario(Scenario(name="checkout"))
+    assert restored.browser == BrowserSettings(device="Pixel 7", locale="de-DE")
