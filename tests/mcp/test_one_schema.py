@@ -35,6 +35,11 @@ LIST_OPERATIONS = {
     "list_environments": "/api/v1/environments",
     "get_run": "/api/v1/run/{id}",
     "list_schedules": "/api/v1/schedules",
+    "list_runs": "/api/v1/run",
+    "get_scenario_stats": "/api/v1/scenarios/{id}/stats",
+    "list_snippets": "/api/v1/snippets",
+    "list_credentials": "/api/v1/credentials",
+    "list_sessions": "/api/v1/sessions",
 }
 
 

@@ -6,6 +6,7 @@ nothing unchecked ever reaches an adapter, let alone SQL.
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
@@ -170,9 +171,26 @@ def _uuid(raw: Any, name: str) -> uuid.UUID | None:
         raise InvalidQuery(f"invalid {name}", {name: "must be a UUID"}) from None
 
 
+def _since(raw: Any) -> datetime.datetime | None:
+    if raw is None:
+        return None
+    if isinstance(raw, datetime.datetime):
+        at = raw
+    else:
+        try:
+            at = datetime.datetime.fromisoformat(str(raw))
+        except ValueError:
+            raise InvalidQuery(
+                "invalid since", {"since": "must be an ISO 8601 date-time, e.g. 2026-11-26T08:00:00Z"}
+            ) from None
+    # a time without an offset is UTC, the zone every stored time is in
+    return at if at.tzinfo is not None else at.replace(tzinfo=datetime.UTC)
+
+
 @attrs.frozen
 class RunQuery(ListQuery):
-    """List of runs: ``createdAt|status|scenario.name``, newest first; filters by status, scenario, batch."""
+    """List of runs: ``createdAt|status|scenario.name``, newest first; filters by status, scenario,
+    environment, batch and creation time."""
 
     ORDER_BY: ClassVar[tuple[str, ...]] = ("createdAt", "status", "scenario.name")
     DEFAULT_ORDER: ClassVar[tuple[str, OrderDir]] = ("createdAt", "desc")
@@ -181,10 +199,15 @@ class RunQuery(ListQuery):
     scenario_id: uuid.UUID | None = None
     #: the runs one request queued together (``environmentIds``)
     batch_id: uuid.UUID | None = None
+    environment_id: uuid.UUID | None = None
+    #: runs created at or after this time
+    since: datetime.datetime | None = None
 
     @classmethod
     def known_params(cls) -> frozenset[str]:
-        return (super().known_params() | {"status", "scenarioId", "batchId"}) - {"q"}
+        return (super().known_params() | {"status", "scenarioId", "batchId", "environmentId", "since"}) - {
+            "q"
+        }
 
     @classmethod
     def _kwargs(cls, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -192,6 +215,8 @@ class RunQuery(ListQuery):
         kwargs["status"] = _status(params.get("status"))
         kwargs["scenario_id"] = _uuid(params.get("scenarioId"), "scenarioId")
         kwargs["batch_id"] = _uuid(params.get("batchId"), "batchId")
+        kwargs["environment_id"] = _uuid(params.get("environmentId"), "environmentId")
+        kwargs["since"] = _since(params.get("since"))
         return kwargs
 
 
