@@ -293,8 +293,8 @@ class ScenarioKitMCPServer(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         request = context.request_context.request if context is not None else None
-        base_url = getattr(request, "base_url", None)
-        _BASE_URL.set(str(base_url).rstrip("/") if base_url is not None else "")
+        url = getattr(request, "url", None)  # the HTTP request's (a Starlette URL)
+        _BASE_URL.set(f"{url.scheme}://{url.netloc}" if url is not None else "")
         fault = json_fault(arguments)
         if fault is not None:
             where, why = fault

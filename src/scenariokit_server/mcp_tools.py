@@ -550,6 +550,7 @@ class ScenarioKitTools:
     ) -> Answer:
         """Run a scenario in a fresh Chromium against an environment; the run starts `in_progress`.
 
+        One of `environmentId` (one run) or `environmentIds` (a batch) is required.
         Running executes the steps' code (Python) in a sandboxed worker process: only run code you trust.
 
         With `wait` the call returns once the run is `pass` or `fail`, with step results, error and log.

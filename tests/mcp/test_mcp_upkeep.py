@@ -3,6 +3,7 @@ pages and filters the same way, and refuses bad input with the REST problem body
 
 from __future__ import annotations
 
+import base64
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,8 +11,20 @@ from typing import Any
 import aiohttp
 import pytest
 from mcp_support import API, Served, ServerFactory, call, connect, fail
+from mcp_types import ImageContent, ResourceLink, TextContent
 
-from scenariokit.formats.inputs import CredentialInput, SnippetInput
+from scenariokit.domain.job import RunFinished
+from scenariokit.domain.json_values import MAX_DEPTH
+from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus
+from scenariokit.formats.inputs import (
+    CredentialInput,
+    EnvironmentInput,
+    RunInput,
+    ScenarioInput,
+    SnippetInput,
+    StepInput,
+)
+from scenariokit_server.mcp_tools import MAX_IMAGE_BYTES, MAX_RUN_IMAGES
 
 SECRET = "hunter2-very-secret"
 
@@ -291,3 +304,119 @@ async def test_an_import_over_the_rest_body_limit_is_refused_413(start_server: S
         async with http.post(small.mcp_url, json=request, headers=headers) as response:
             assert response.status == 413
     assert (await small.services.environments.list()).total == 0
+
+
+def _png(size: int) -> bytes:
+    """Bytes that start as a PNG does, ``size`` long (the tool reads files; it does not decode them)."""
+    return b"\x89PNG\r\n\x1a\n" + b"\0" * (size - 8)
+
+
+async def test_get_run_shows_images_failed_step_first_bounded_and_links_the_rest(server: Served) -> None:
+    services = server.services
+    environment = await services.environments.create(EnvironmentInput(name="nowhere"))
+    scenario = await services.scenarios.create(
+        ScenarioInput(name="pictures", steps=(StepInput(exec_code="pass"), StepInput(exec_code="pass")))
+    )
+    run = await services.runs.create(RunInput(scenario_id=scenario.id, environment_id=environment.id))
+    files = {
+        "step-2.png": _png(100),  # the failed step's: shown first
+        "older.png": _png(200),
+        "a.png": _png(300),
+        "b.png": _png(400),
+        "big.png": _png(MAX_IMAGE_BYTES + 1),  # over the bound: linked
+        "c.png": _png(500),  # newest
+        "trace.zip": b"PK\x05\x06" + b"\0" * 18,
+    }
+    folder = services.runs.artifacts_dir(run.id)
+    folder.mkdir(parents=True)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    now = datetime.now(UTC)
+    first, second = scenario.steps
+    await services.runs.finish(
+        run.id,
+        RunFinished(
+            status="fail",
+            error=RunError(kind=RunErrorKind.ASSERTION, message="nope", step_id=second.id),
+            step_results=(
+                StepResult(step_id=first.id, order=1, status=StepStatus.PASS),
+                StepResult(step_id=second.id, order=2, status=StepStatus.FAIL, error="nope"),
+            ),
+            started_at=now,
+            finished_at=now,
+        ),
+        artifacts=tuple(files),
+    )
+    async with connect(server.mcp_url) as mcp:
+        plain = await mcp.call_tool("get_run", {"runId": str(run.id)})
+        assert len(plain.content) == 1  # no images unless asked
+        result = await mcp.call_tool("get_run", {"runId": str(run.id), "includeScreenshots": True})
+    assert not result.is_error
+    images = [base64.b64decode(block.data) for block in result.content if isinstance(block, ImageContent)]
+    assert [len(image) for image in images] == [100, 500, 400, 300][:MAX_RUN_IMAGES]
+    links = {block.name: block for block in result.content if isinstance(block, ResourceLink)}
+    assert set(links) == {"big.png", "older.png", "trace.zip"}
+    assert links["trace.zip"].mime_type == "application/zip"
+    assert links["big.png"].uri == f"{server.url}{API}/run/{run.id}/artifacts/big.png"
+    async with aiohttp.ClientSession() as http, http.get(links["older.png"].uri) as response:
+        assert await response.read() == files["older.png"]
+    notes = [block.text for block in result.content if isinstance(block, TextContent)][:-1]
+    assert notes == [
+        f"big.png ({MAX_IMAGE_BYTES + 1} bytes) is over {MAX_IMAGE_BYTES} bytes: linked, not shown."
+    ]
+
+
+async def test_run_scenario_says_one_environment_argument_is_required(server: Served) -> None:
+    async with connect(server.mcp_url) as mcp:
+        tool = next(tool for tool in (await mcp.list_tools()).tools if tool.name == "run_scenario")
+        assert tool.input_schema["anyOf"] == [
+            {"required": ["environmentId"]},
+            {"required": ["environmentIds"]},
+        ]
+        assert "environmentId" in tool.description and "environmentIds" in tool.description
+        assert (
+            "One of `environmentId` (one run) or `environmentIds` (a batch) is required" in tool.description
+        )
+        scenario = await call(mcp, "create_scenario", name="somewhere")
+        neither = await fail(mcp, "run_scenario", scenarioId=scenario["id"])
+        assert set(neither.structured_content["errors"]) == {"environmentId", "environmentIds"}
+        nulls = await fail(
+            mcp, "run_scenario", scenarioId=scenario["id"], environmentId=None, environmentIds=None
+        )
+        assert set(nulls.structured_content["errors"]) == {"environmentId", "environmentIds"}
+    assert (await server.services.runs.list()).total == 0
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+NEW_TOOLS = {
+    "list_runs": {},
+    "get_run": {"runId": str(uuid.uuid4())},
+    "cancel_run": {"runId": str(uuid.uuid4())},
+    "get_scenario_stats": {"scenarioId": str(uuid.uuid4())},
+    "list_snippets": {},
+    "get_snippet": {"snippetId": str(uuid.uuid4())},
+    "list_credentials": {},
+    "list_sessions": {},
+    "delete_environment": {"environmentId": str(uuid.uuid4())},
+    "export_yaml": {"kind": "scenario"},
+    "import_yaml": {"kind": "environment", "yaml": "name: x\n"},
+    "get_health": {},
+}
+
+
+@pytest.mark.parametrize("tool", sorted(NEW_TOOLS))
+async def test_every_new_tool_holds_its_arguments_to_the_json_rule(server: Served, tool: str) -> None:
+    async with connect(server.mcp_url) as mcp:
+        deep = await fail(mcp, tool, **NEW_TOOLS[tool], extra=_nested(MAX_DEPTH + 1))
+        huge = await fail(mcp, tool, **NEW_TOOLS[tool], extra={"n": 2**70})
+    for refused, field in ((deep, "extra"), (huge, "extra.n")):
+        problem = refused.structured_content
+        assert (problem["status"], problem["title"]) == (400, "Bad Request")
+        assert any(key.startswith(field) for key in problem["errors"]), problem
+    assert (await server.services.environments.list()).total == 0
