@@ -354,13 +354,10 @@ class RunRequest(ToolInput):
     def value(self, converter: cattrs.Converter, arguments: JSON) -> Any:
         """A :class:`RunInput`, or a :class:`RunBatchInput` when ``environmentIds`` is given.
 
-        Neither given is refused naming both: the tool's schema says one of them is required (``anyOf``).
+        Neither given is refused naming both, as REST refuses it; the tool's schema says one of them is
+        required (``anyOf``).
         """
-        body = given(**{name: arguments.get(name) for name in self.names})
-        if "environmentId" not in body and "environmentIds" not in body:
-            why = "give environmentId (one run) or environmentIds (a batch)"
-            raise ValidationError(f"invalid run: {why}", {"environmentId": why, "environmentIds": why})
-        return structure_run_request(converter, body)
+        return structure_run_request(converter, given(**{name: arguments.get(name) for name in self.names}))
 
     #: What the tool's input schema adds: one of the two is required.
     ONE_OF_REQUIRED: ClassVar[JSON] = {

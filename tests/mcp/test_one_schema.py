@@ -192,7 +192,8 @@ async def test_bad_input_is_refused_by_field_over_rest_and_mcp_and_nothing_is_st
             }
         async with http.post(f"{api}/run", json={"scenarioId": scenario["id"]}) as response:
             assert response.status == 400
-            assert (await response.json())["errors"] == {"environmentId": "is required"}
+            why = "give environmentId (one run) or environmentIds (a batch)"
+            assert (await response.json())["errors"] == {"environmentId": why, "environmentIds": why}
 
     async with connect(server.mcp_url) as mcp:
         refused = await fail(mcp, "create_scenario", name=too_long)
