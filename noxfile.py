@@ -1,7 +1,16 @@
-"""Developer sessions: tests, lint, typecheck, serve, bench, docs. Dependencies come from pyproject.toml."""
+"""Developer sessions: tests, platform, wheel, lint, typecheck, serve, bench, docs.
+
+Dependencies come from pyproject.toml. ``tests`` and ``platform`` run once for every supported CPython
+this machine has (docs/install.md): the distribution's ``/usr/bin/python3`` as ``system``, others by
+version, e.g. ``nox -s "tests(3.12)"``.
+"""
 
 from __future__ import annotations
 
+import glob
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import nox
@@ -11,6 +20,50 @@ nox.options.reuse_existing_virtualenvs = True
 
 ROOT = Path(__file__).parent
 PLUGINS = sorted(str(path.parent) for path in ROOT.glob("plugins/*/pyproject.toml"))
+#: What pyproject.toml's requires-python and classifiers promise, and the suite runs on.
+SUPPORTED = ("3.11", "3.12", "3.13")
+
+
+def _cpython(path: str) -> tuple[str, str] | None:
+    """``(version, real executable)`` of a supported CPython at ``path``, or None (a pyenv shim that
+    does not answer, another implementation, an unsupported version)."""
+    probe = "import sys; print('%d.%d' % sys.version_info[:2], sys.implementation.name, sys.executable)"
+    try:
+        done = subprocess.run([path, "-c", probe], capture_output=True, text=True, timeout=20, check=False)
+    except OSError:
+        return None
+    words = done.stdout.strip().split(maxsplit=2)
+    if done.returncode != 0 or len(words) != 3 or words[1] != "cpython" or words[0] not in SUPPORTED:
+        return None
+    return words[0], os.path.realpath(words[2])
+
+
+def interpreters() -> dict[str, str]:
+    """Every supported CPython here, by session id: ``system`` for the distribution's own, else its version.
+
+    Found on ``PATH`` (``python3.12``) and in pyenv's versions folder, each executable once.
+    """
+    found: dict[str, str] = {}
+    seen: set[str] = set()
+    system = _cpython("/usr/bin/python3")
+    if system:
+        found["system"] = "/usr/bin/python3"
+        seen.add(system[1])
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    for version in SUPPORTED:
+        pyenv_builds = sorted(glob.glob(f"{pyenv}/{version}.*/bin/python3"))
+        candidates = [shutil.which(f"python{version}"), *pyenv_builds]
+        for candidate in filter(None, candidates):
+            answer = _cpython(candidate)
+            if answer and answer[0] == version and answer[1] not in seen:
+                seen.add(answer[1])
+                found[version] = answer[1]
+                break
+    return found
+
+
+INTERPRETERS = interpreters()
+PYTHONS = [nox.param(path, id=name) for name, path in INTERPRETERS.items()]
 
 
 def _install_project(session: nox.Session, extras: str) -> None:
@@ -20,17 +73,41 @@ def _install_project(session: nox.Session, extras: str) -> None:
 
 
 @nox.session
+@nox.parametrize("python", PYTHONS)
 def tests(session: nox.Session) -> None:
-    """Run the whole test suite (SQLite and PostgreSQL, real Chromium, real HTTP)."""
+    """Run the whole test suite (SQLite and PostgreSQL, real Chromium, real HTTP) on one interpreter."""
     _install_project(session, "test")
     session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session
+@nox.parametrize("python", PYTHONS)
+def platform(session: nox.Session) -> None:
+    """Run the platform lane: the tests marked ``platform``, one or two through every layer, for real."""
+    _install_project(session, "test")
+    session.run("pytest", "-m", "platform", *(session.posargs or ["-q"]))
+
+
+@nox.session
+def wheel(session: nox.Session) -> None:
+    """Build the sdist and wheels, install them into a fresh venv outside the tree, and use the service.
+
+    The check itself is ``.ci/check_wheel.py``: ``scenariokit serve`` answers its pages and passes a
+    run, and the README's Python example passes.
+    """
+    session.install("build")
+    dist = Path(session.create_tmp()) / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    for project in [str(ROOT), *PLUGINS]:
+        session.run("python", "-m", "build", "--outdir", str(dist), project, silent=True)
+    session.run("python", str(ROOT / ".ci" / "check_wheel.py"), str(dist), *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """Check style and common bugs with ruff."""
     session.install("ruff")
-    paths = ["src", "tests", "bench", "plugins", "noxfile.py", "docs/hooks.py"]
+    paths = ["src", "tests", "bench", "plugins", "noxfile.py", "docs/hooks.py", ".ci/check_wheel.py"]
     session.run("ruff", "check", *paths, *session.posargs)
 
 

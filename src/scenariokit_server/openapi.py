@@ -1,9 +1,14 @@
 """The OpenAPI 3 document at ``/docs/openapi.json`` and the Swagger UI at ``/docs``.
 
-aiohttp-apispec collects what the ``@operation`` decorator records on each view and serves the
-document and Swagger UI. Version 3.0.0b2 builds an OpenAPI 2.0 ``APISpec`` and writes its own additions
-(``produces``, untyped path parameters) in the 2.0 form, so :func:`setup_openapi` gives it an OpenAPI
-3.0 ``APISpec`` before the routes are registered and :func:`_finish_document` rewrites those additions
+aiohttp-apispec collects what the ``@operation`` decorator records on each view and serves Swagger
+UI; :func:`serve_document` serves the document, its ``servers`` naming the server it was fetched
+from. The document is written for client generators (docs/rest.md, Generated clients): every
+operation has a summary and a description, and Spectral's ``spectral:oas`` ruleset finds no problem
+(``.spectral.yaml``; tests/api/test_generated_clients.py).
+
+aiohttp-apispec 3.0.0b2 builds an OpenAPI 2.0 ``APISpec`` and writes its own additions (``produces``,
+untyped path parameters) in the 2.0 form, so :func:`setup_openapi` gives it an OpenAPI 3.0
+``APISpec`` before the routes are registered and :func:`_finish_document` rewrites those additions
 in the 3.0 form. Bodies and responses are documented in the 3.0 form through ``@docs``
 (``requestBody``, ``content``), since ``@request_schema``/``@response_schema`` write 2.0 body
 parameters. The library's validation middleware is not installed: request bodies are checked by
@@ -19,6 +24,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 from aiohttp_apispec import AiohttpApiSpec, docs
+from aiohttp_apispec.aiohttp_apispec import NAME_SWAGGER_SPEC
 from apispec import APISpec
 from marshmallow import Schema
 
@@ -96,6 +102,9 @@ def operation(
     description: str | None = None,
 ) -> Callable[[F], F]:
     """Document a view: its tag, summary, query parameters, body, success response and error statuses.
+
+    Give every operation a ``description`` for the reader of Swagger UI and of generated clients (what
+    the answer holds, what the parameters do); tests/api/test_openapi.py and Spectral hold them to it.
 
     ``response``, ``body`` and ``other_responses`` (non-problem JSON answers by status) are marshmallow
     schemas or plain JSON Schema mappings. Every operation also documents a ``default`` problem
@@ -260,21 +269,25 @@ def setup_openapi(app: web.Application, settings: Settings, *, version: str) -> 
     """Serve the OpenAPI document of every route added so far, and Swagger UI.
 
     This is what ``setup_aiohttp_apispec(app, ...)`` does (``AiohttpApiSpec(...).register(app)``),
-    spelled out so the OpenAPI 3.0 ``APISpec`` is in place before the routes are read.
+    spelled out so the OpenAPI 3.0 ``APISpec`` and scenariokit's schema converter are in place before
+    the routes are read, and so the document is served by :func:`serve_document`, which names the
+    server it is fetched from.
     """
-    registry = AiohttpApiSpec(
-        url=OPENAPI_PATH,
-        swagger_path=DOCS_PATH,
-        static_path=DOCS_STATIC_PATH,
-        title="scenariokit",
-        version=version,
-    )
+    registry = AiohttpApiSpec(url=None, title="scenariokit", version=version)
+    registry.plugin = schemas.SchemaPlugin(schema_name_resolver=registry.plugin.schema_name_resolver)
     registry.spec = APISpec(
         title="scenariokit",
         version=version,
         openapi_version=OPENAPI_VERSION,
         plugins=(registry.plugin,),
-        info={"description": "Store browser-automation test scenarios and run them in real Chromium."},
+        info={
+            "description": "Store browser-automation test scenarios and run them in real Chromium. "
+            "Errors are RFC 9457 problem details; lists are paged by `page` and `limit`. "
+            "The guides: docs/rest.md in the scenariokit repository.",
+            "contact": {"name": "scenariokit"},
+            "license": {"name": "MIT"},
+        },
+        servers=[{"url": settings.url, "description": "this server"}],
         tags=list(TAGS),
     )
     registry.spec.components.schema("Problem", schema=schemas.Problem)
@@ -283,6 +296,21 @@ def setup_openapi(app: web.Application, settings: Settings, *, version: str) -> 
         warnings.simplefilter("ignore", web.NotAppKeyWarning)
         registry.register(app, in_place=True)
     _finish_document(app["swagger_dict"], bearer=bool(settings.api_tokens))
+    app.router.add_get(OPENAPI_PATH, serve_document, name=NAME_SWAGGER_SPEC)
+    # Swagger UI's page and assets, added as register() adds them when it serves the document itself
+    # (url=None above leaves both to us); the page finds the document by the route's name
+    registry._add_swagger_web_page(app, DOCS_STATIC_PATH, DOCS_PATH)
+
+
+async def serve_document(request: web.Request) -> web.Response:
+    """The OpenAPI document, its ``servers`` naming the server as this request reached it.
+
+    The ``Host`` a request names is one the trust boundary accepted (421 otherwise), so Swagger UI's
+    "Try it out" and a client generated from a downloaded document call the server they came from.
+    """
+    document = dict(request.app["swagger_dict"])
+    document["servers"] = [{"url": str(request.url.origin()), "description": "this server"}]
+    return web.json_response(document)
 
 
 def _finish_document(document: dict[str, Any], *, bearer: bool) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 from apispec import APISpec
-from apispec.ext.marshmallow import MarshmallowPlugin
+from apispec.ext.marshmallow import MarshmallowPlugin, OpenAPIConverter
 from marshmallow import Schema, fields, validate
 
 from scenariokit.domain import model
@@ -265,7 +265,11 @@ RunBatch = Schema.from_dict(
         "batchId": fields.UUID(
             required=True, metadata={"description": "lists them: GET /api/v1/run?batchId="}
         ),
-        "runs": fields.List(fields.Nested(Run), required=True),
+        "runs": fields.List(
+            fields.Nested(Run),
+            required=True,
+            metadata={"description": "one run per environment, as lists show runs; only a batch has `runs`"},
+        ),
     },
     name="RunBatchSchema",
 )
@@ -550,6 +554,30 @@ REQUESTS: dict[type, type[Schema]] = {
 OPENAPI_VERSION = "3.0.3"
 
 
+class _Converter(OpenAPIConverter):
+    """apispec's converter, with a nullable nested object said as client generators read it."""
+
+    def field2nullable(self, field: fields.Field, ret: dict[str, Any]) -> dict[str, Any]:
+        """``nullable: true`` beside ``allOf: [{"$ref": …}]`` for a nested object that may be null.
+
+        apispec says it ``anyOf: [{"type": "object", "nullable": true}, {"$ref": …}]``, which
+        openapi-typescript, openapi-python-client and openapi-generator all read as "an empty object,
+        null, or the thing" (a phantom ``Record<string, never>``). ``nullable`` beside a one-item
+        ``allOf`` is the OpenAPI 3.0 form they (and schemathesis) read as "null or the thing".
+        """
+        if not field.allow_none or ("$ref" not in ret and "allOf" not in ret):
+            return dict(super().field2nullable(field, ret))
+        if "$ref" in ret:
+            ret["allOf"] = [{"$ref": ret.pop("$ref")}]
+        return {"nullable": True}
+
+
+class SchemaPlugin(MarshmallowPlugin):
+    """apispec's marshmallow plugin as every schema of scenariokit is converted (OpenAPI and MCP)."""
+
+    Converter = _Converter
+
+
 def json_schema_of(cls: type) -> dict[str, Any]:
     """The JSON Schema (as MCP tools declare parameters) of input class ``cls``'s request schema.
 
@@ -567,7 +595,7 @@ def output_schema_of(schema: type[Schema] | Mapping[str, Any]) -> dict[str, Any]
     ``schema`` is a marshmallow schema, or a mapping such as ``{"oneOf": [A, B]}`` whose schemas are
     converted in place.
     """
-    plugin = MarshmallowPlugin()
+    plugin = SchemaPlugin()
     spec = APISpec("scenariokit", "1", OPENAPI_VERSION, plugins=[plugin])
     assert plugin.converter is not None  # set by APISpec when it takes the plugin
     converter = plugin.converter
@@ -583,25 +611,8 @@ def output_schema_of(schema: type[Schema] | Mapping[str, Any]) -> dict[str, Any]
 
     root = convert(schema)
     components = spec.to_dict().get("components", {}).get("schemas", {})
-    found: dict[str, Any] = _null_branches(_as_json_schema(root, components))
+    found: dict[str, Any] = _as_json_schema(root, components)
     return found
-
-
-def _null_branches(node: Any) -> Any:
-    """``anyOf: [{type: [object, null]}, X]`` (apispec's nullable nested) said as ``[{type: null}, X]``.
-
-    The first branch alone would let any object through, and an answer is checked against all of it.
-    """
-    if isinstance(node, list):
-        return [_null_branches(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    out = {key: _null_branches(value) for key, value in node.items()}
-    if "anyOf" in out:
-        out["anyOf"] = [
-            {"type": "null"} if branch == {"type": ["object", "null"]} else branch for branch in out["anyOf"]
-        ]
-    return out
 
 
 def _as_json_schema(node: Any, components: Mapping[str, Any]) -> Any:

@@ -17,6 +17,7 @@ def run_example(code: str, name: str, site: str, monkeypatch: pytest.MonkeyPatch
     exec(compile(code, name, "exec"), {"__name__": "__main__"})
 
 
+@pytest.mark.platform
 def test_the_readme_python_example_runs_as_written(
     example_site: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -108,6 +108,7 @@ def run_walkthrough(script: str, base: str, site: str, folder: Path) -> dict[str
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the walkthrough needs curl, which is not installed")
+@pytest.mark.platform
 def test_the_rest_walkthrough_runs_against_scenariokit_serve(
     service: tuple[str, Path], example_site: str, tmp_path: Path
 ) -> None:

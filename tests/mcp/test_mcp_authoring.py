@@ -33,6 +33,7 @@ async def site() -> AsyncIterator[LoginSite]:
         yield served
 
 
+@pytest.mark.platform
 async def test_an_agent_session_is_saved_as_a_scenario_of_the_code_that_ran_and_it_passes(
     server: Served, scheduler: Scheduler, site: LoginSite
 ) -> None:

@@ -15,6 +15,7 @@ print("saw the greeting on", await page.title())
 
 
 @pytest.mark.browser
+@pytest.mark.platform
 async def test_a_scenario_runs_to_pass_and_its_log_is_searchable(
     server: Served, scheduler: Scheduler, hello_site: str
 ) -> None:

@@ -300,4 +300,5 @@ async def test_every_tool_lists_the_output_schema_of_the_rest_answer_it_gives(se
         assert _fields(schema) and _fields(schema) == _fields(rest), name
     run = listed["get_run"]["properties"]
     assert run["status"]["enum"] == ["in_progress", "pass", "fail"]
-    assert run["error"]["anyOf"][0] == {"type": "null"}  # a nullable object: null or the whole object
+    assert run["error"]["type"] == ["object", "null"]  # a nullable object: null or the whole object
+    assert set(run["error"]["required"]) == {"kind", "message", "stepId"}

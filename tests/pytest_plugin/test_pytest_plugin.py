@@ -83,6 +83,7 @@ def test_outcomes_report_the_failing_step_its_code_line_message_and_screenshot(
 
 
 @pytest.mark.browser
+@pytest.mark.platform
 def test_the_fixture_runs_files_from_sync_and_async_tests(scenario_files: pytest.Pytester) -> None:
     scenario_files.makepyfile(
         test_with_fixture="""

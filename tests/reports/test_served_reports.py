@@ -17,6 +17,7 @@ from report_support import API, Api, ServerFactory, Watch
 pytestmark = pytest.mark.browser
 
 
+@pytest.mark.platform
 async def test_the_run_page_of_a_failed_run_shows_step_error_screenshot_and_a_log_filter(
     server: ServerFactory,
     site: str,

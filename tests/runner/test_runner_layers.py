@@ -36,5 +36,7 @@ def test_worker_and_confinement_never_import_the_parent_side(room: str) -> None:
 
 
 def test_every_runner_module_lives_in_a_room() -> None:
-    loose = sorted(path.name for path in RUNNER.glob("*.py") if path.name not in {"__init__.py", "protocol.py"})
+    loose = sorted(
+        path.name for path in RUNNER.glob("*.py") if path.name not in {"__init__.py", "protocol.py"}
+    )
     assert loose == []

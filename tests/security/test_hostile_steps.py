@@ -192,6 +192,7 @@ LEAKING = [
 ]
 
 
+@pytest.mark.platform
 async def test_hostile_steps_see_nothing_of_the_service_and_leak_nothing(
     hostile: Hostile, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:

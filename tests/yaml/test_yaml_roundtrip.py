@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transfer_records import FixtureSet, snapshot
@@ -17,6 +18,7 @@ async def export_all(services: Services, fixture_set: FixtureSet) -> str:
     )
 
 
+@pytest.mark.platform
 async def test_export_import_export_gives_identical_text(
     services: Services, other_services: Services, fixture_set: FixtureSet
 ) -> None:

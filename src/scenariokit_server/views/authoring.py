@@ -52,6 +52,8 @@ async def start(request: web.Request) -> web.Response:
 @operation(
     "authoring",
     "Read the live page: URL, title, ARIA snapshot",
+    description="The live page of the authoring session as it is now: URL, title and ARIA snapshot; a "
+    "screenshot only when asked for.",
     response=schemas.AuthoringPage,
     params=[_SCREENSHOT],
     errors=(400, 404, 503),

@@ -15,6 +15,8 @@ from scenariokit_server.views import API_PREFIX, body_as, created, no_content, o
 @operation(
     "credentials",
     "List credentials",
+    description="One page of credentials without their secrets (`hasSecret` says whether one is stored). "
+    "`q` keeps the credentials whose name holds it (any case).",
     response=schemas.CredentialPage,
     params=list_params(CredentialQuery),
     errors=(400, 503),
@@ -46,6 +48,8 @@ async def create_credential(request: web.Request) -> web.Response:
 @operation(
     "credentials",
     "Read a credential (without its secret)",
+    description="The credential's name, username and whether a secret is stored; the secret itself is "
+    "never returned.",
     response=schemas.Credential,
     errors=(400, 404, 503),
 )

@@ -15,6 +15,8 @@ from scenariokit_server.views import API_PREFIX, body_as, created, no_content, o
 @operation(
     "environments",
     "List environments",
+    description="One page of environments, newest change first unless `orderBy`/`orderDir` say otherwise."
+    " `q` keeps the environments whose name holds it (any case).",
     response=schemas.EnvironmentPage,
     params=list_params(EnvironmentQuery),
 )
@@ -42,7 +44,13 @@ async def create_environment(request: web.Request) -> web.Response:
     return created(shape.environment_json(services.converter, environment), location)
 
 
-@operation("environments", "Read an environment", response=schemas.Environment, errors=(400, 404))
+@operation(
+    "environments",
+    "Read an environment",
+    description="The environment with its `data`, which step code reads as `helpers.env`.",
+    response=schemas.Environment,
+    errors=(400, 404),
+)
 async def get_environment(request: web.Request) -> web.Response:
     """One environment."""
     services = keys.services(request)
@@ -53,6 +61,7 @@ async def get_environment(request: web.Request) -> web.Response:
 @operation(
     "environments",
     "Change some fields of an environment",
+    description="Only the fields the body names change; `data`, when given, is replaced whole.",
     body=schemas.EnvironmentInput(partial=True),
     response=schemas.Environment,
     errors=(400, 404, 413),
@@ -69,6 +78,7 @@ async def patch_environment(request: web.Request) -> web.Response:
 @operation(
     "environments",
     "Replace an environment",
+    description="The body replaces the environment, `data` included.",
     body=schemas.EnvironmentInput,
     response=schemas.Environment,
     errors=(400, 404, 413),

@@ -14,6 +14,8 @@ from scenariokit_server.views import API_PREFIX, body_as, created, no_content, o
 @operation(
     "scenarios",
     "List a scenario's credential links",
+    description="The credentials linked to the scenario, each with the alias step code reads it by "
+    "(`helpers.credentials[alias]`); not paged.",
     response=schemas.CredentialLink(many=True),
     errors=(400, 404),
 )
@@ -44,7 +46,13 @@ async def create_link(request: web.Request) -> web.Response:
     return created(services.converter.unstructure(link), location)
 
 
-@operation("scenarios", "Read one credential link", response=schemas.CredentialLink, errors=(400, 404))
+@operation(
+    "scenarios",
+    "Read one credential link",
+    description="The link of one credential to the scenario: the credential's id and its alias.",
+    response=schemas.CredentialLink,
+    errors=(400, 404),
+)
 async def get_link(request: web.Request) -> web.Response:
     """The link of one credential to a scenario."""
     services = keys.services(request)
@@ -56,7 +64,13 @@ async def get_link(request: web.Request) -> web.Response:
     return ok(services.converter.unstructure(link))
 
 
-@operation("scenarios", "Unlink a credential", status=204, errors=(400, 404))
+@operation(
+    "scenarios",
+    "Unlink a credential",
+    description="The credential stays; the scenario no longer links it.",
+    status=204,
+    errors=(400, 404),
+)
 async def delete_link(request: web.Request) -> web.Response:
     """Remove a credential link."""
     await keys.services(request).scenarios.unlink_credential(

@@ -24,7 +24,14 @@ async def _detail(request: web.Request, run_id: uuid.UUID, logs: LogQuery | None
     )
 
 
-@operation("runs", "List all runs", response=schemas.RunPage, params=list_params(RunQuery))
+@operation(
+    "runs",
+    "List all runs",
+    description="One page of all runs, newest first unless `orderBy`/`orderDir` say otherwise; `status`, "
+    "`scenarioId` and `batchId` filter them. A list leaves out each run's timings and log.",
+    response=schemas.RunPage,
+    params=list_params(RunQuery),
+)
 async def list_runs(request: web.Request) -> web.Response:
     """One page of runs, newest first unless ``orderBy``/``orderDir`` say otherwise."""
     services = keys.services(request)
@@ -36,8 +43,10 @@ async def list_runs(request: web.Request) -> web.Response:
     "runs",
     "Queue a run",
     description="The run starts `in_progress`; `environmentId` is required. With `environmentIds` "
-    "instead, one run per environment is queued as a batch: the answer is `{batchId, runs}` and "
-    "`GET /api/v1/run?batchId=` lists them (docs/monitoring.md).",
+    "instead, one run per environment is queued as a batch: the answer is a `RunBatch`, `{batchId, "
+    "runs}`, and `GET /api/v1/run?batchId=` lists them (docs/monitoring.md). The two answers differ "
+    "by `runs`, which only a batch has (a single run's `batchId` is null): one check tells them apart, "
+    '`"runs" in answer` in TypeScript, `isinstance(answer, RunBatch)` in a generated Python client.',
     status=201,
     body={"oneOf": [schemas.RunInput, schemas.RunBatchInput]},
     response={"oneOf": [schemas.RunDetail, schemas.RunBatch]},
@@ -58,6 +67,9 @@ async def create_run(request: web.Request) -> web.Response:
 @operation(
     "runs",
     "Read a run with its environment, session, step results and a page of its log",
+    description="The run with its environment, saved session (or null), step results, artifacts and "
+    "timings, and one page of its log: `page`/`limit` page the log, `q` keeps the lines that "
+    "hold it (any case).",
     response=schemas.RunDetail,
     params=log_params(),
     errors=(400, 404),

@@ -12,7 +12,15 @@ from scenariokit_server.openapi import list_params, operation, stats_params
 from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id, query_params
 
 
-@operation("scenarios", "List scenarios", response=schemas.ScenarioPage, params=list_params(ScenarioQuery))
+@operation(
+    "scenarios",
+    "List scenarios",
+    description="One page of scenarios, each with its steps and credential links; newest change first "
+    "unless `orderBy`/`orderDir` say otherwise. `q` keeps the scenarios whose name holds it "
+    "(any case).",
+    response=schemas.ScenarioPage,
+    params=list_params(ScenarioQuery),
+)
 async def list_scenarios(request: web.Request) -> web.Response:
     """One page of scenarios."""
     services = keys.services(request)
@@ -39,6 +47,7 @@ async def create_scenario(request: web.Request) -> web.Response:
 @operation(
     "scenarios",
     "Read a scenario with its steps and credential links",
+    description="The scenario with its steps ordered by `order` and its credential links.",
     response=schemas.Scenario,
     errors=(400, 404),
 )
@@ -52,6 +61,8 @@ async def get_scenario(request: web.Request) -> web.Response:
 @operation(
     "scenarios",
     "Change some fields of a scenario",
+    description="Only the fields the body names change; the others keep their value. `steps` and "
+    "`credentials`, when given, replace the scenario's whole list.",
     body=schemas.ScenarioInput(partial=True),
     response=schemas.Scenario,
     errors=(400, 404, 413),
@@ -98,6 +109,8 @@ async def delete_scenario(request: web.Request) -> web.Response:
 @operation(
     "runs",
     "List the runs of one scenario",
+    description="One page of the runs of this scenario, newest first unless `orderBy`/`orderDir` say "
+    "otherwise; `status` filters them.",
     response=schemas.RunPage,
     params=list_params(RunQuery, exclude=("scenarioId",)),
     errors=(400, 404),

@@ -12,7 +12,13 @@ from scenariokit_server.openapi import list_params, operation
 from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id, query_params
 
 
-@operation("schedules", "List schedules", response=schemas.SchedulePage, params=list_params(ScheduleQuery))
+@operation(
+    "schedules",
+    "List schedules",
+    description="One page of schedules; `scenarioId` keeps those of one scenario.",
+    response=schemas.SchedulePage,
+    params=list_params(ScheduleQuery),
+)
 async def list_schedules(request: web.Request) -> web.Response:
     """One page of schedules."""
     services = keys.services(request)
@@ -37,7 +43,13 @@ async def create_schedule(request: web.Request) -> web.Response:
     return created(shape.schedule_json(services.converter, schedule), f"{API_PREFIX}/schedules/{schedule.id}")
 
 
-@operation("schedules", "Read a schedule", response=schemas.Schedule, errors=(400, 404))
+@operation(
+    "schedules",
+    "Read a schedule",
+    description="The schedule with when it fires next.",
+    response=schemas.Schedule,
+    errors=(400, 404),
+)
 async def get_schedule(request: web.Request) -> web.Response:
     """One schedule, with when it fires next."""
     services = keys.services(request)
@@ -64,6 +76,7 @@ async def patch_schedule(request: web.Request) -> web.Response:
 @operation(
     "schedules",
     "Replace a schedule",
+    description="The body replaces the schedule; when it fires next is worked out again.",
     body=schemas.ScheduleInput,
     response=schemas.Schedule,
     errors=(400, 404, 413),
@@ -77,7 +90,13 @@ async def put_schedule(request: web.Request) -> web.Response:
     return ok(shape.schedule_json(services.converter, schedule))
 
 
-@operation("schedules", "Delete a schedule (the runs it queued stay)", status=204, errors=(400, 404))
+@operation(
+    "schedules",
+    "Delete a schedule (the runs it queued stay)",
+    description="The schedule stops firing; the runs it queued stay.",
+    status=204,
+    errors=(400, 404),
+)
 async def delete_schedule(request: web.Request) -> web.Response:
     """Delete a schedule."""
     await keys.services(request).schedules.delete(path_id(request))

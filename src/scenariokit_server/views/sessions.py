@@ -14,6 +14,8 @@ from scenariokit_server.views import no_content, ok, path_id, query_params
 @operation(
     "sessions",
     "List saved sessions",
+    description="One page of the browser sessions runs saved (`saveSession`), tokens masked, cookies and "
+    "localStorage left out. `q` keeps the sessions whose name holds it (any case).",
     response=schemas.SessionPage,
     params=list_params(SessionQuery),
     errors=(400, 503),

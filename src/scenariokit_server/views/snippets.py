@@ -12,7 +12,14 @@ from scenariokit_server.openapi import list_params, operation
 from scenariokit_server.views import API_PREFIX, body_as, created, no_content, ok, path_id, query_params
 
 
-@operation("snippets", "List snippets", response=schemas.SnippetPage, params=list_params(SnippetQuery))
+@operation(
+    "snippets",
+    "List snippets",
+    description="One page of snippets, newest change first unless `orderBy`/`orderDir` say otherwise. `q`"
+    " keeps the snippets whose alias or title holds it (any case).",
+    response=schemas.SnippetPage,
+    params=list_params(SnippetQuery),
+)
 async def list_snippets(request: web.Request) -> web.Response:
     """One page of snippets; ``q`` matches alias or title."""
     services = keys.services(request)
@@ -36,7 +43,13 @@ async def create_snippet(request: web.Request) -> web.Response:
     return created(shape.snippet_json(services.converter, snippet), f"{API_PREFIX}/snippets/{snippet.id}")
 
 
-@operation("snippets", "Read a snippet", response=schemas.Snippet, errors=(400, 404))
+@operation(
+    "snippets",
+    "Read a snippet",
+    description="The snippet with its code, which step code calls by alias: `await runSnippet(alias, args)`.",
+    response=schemas.Snippet,
+    errors=(400, 404),
+)
 async def get_snippet(request: web.Request) -> web.Response:
     """One snippet."""
     services = keys.services(request)
@@ -47,6 +60,7 @@ async def get_snippet(request: web.Request) -> web.Response:
 @operation(
     "snippets",
     "Change some fields of a snippet",
+    description="Only the fields the body names change; the others keep their value.",
     body=schemas.SnippetInput(partial=True),
     response=schemas.Snippet,
     errors=(400, 404, 409, 413),
@@ -63,6 +77,7 @@ async def patch_snippet(request: web.Request) -> web.Response:
 @operation(
     "snippets",
     "Replace a snippet",
+    description="The body replaces the snippet; a new `alias` must be unique (409 otherwise).",
     body=schemas.SnippetInput,
     response=schemas.Snippet,
     errors=(400, 404, 409, 413),
@@ -76,7 +91,13 @@ async def put_snippet(request: web.Request) -> web.Response:
     return ok(shape.snippet_json(services.converter, snippet))
 
 
-@operation("snippets", "Delete a snippet", status=204, errors=(400, 404))
+@operation(
+    "snippets",
+    "Delete a snippet",
+    description="The snippet is removed; steps that still call it fail at run time naming it.",
+    status=204,
+    errors=(400, 404),
+)
 async def delete_snippet(request: web.Request) -> web.Response:
     """Delete a snippet."""
     await keys.services(request).snippets.delete(path_id(request))

@@ -12,7 +12,11 @@ from scenariokit_server.views import API_PREFIX, body_as, created, no_content, o
 
 
 @operation(
-    "scenarios", "List a scenario's steps in order", response=schemas.Step(many=True), errors=(400, 404)
+    "scenarios",
+    "List a scenario's steps in order",
+    description="Every step of the scenario, ordered by `order` (not paged).",
+    response=schemas.Step(many=True),
+    errors=(400, 404),
 )
 async def list_steps(request: web.Request) -> web.Response:
     """Every step of a scenario, ordered by ``order`` (not paged)."""
@@ -39,7 +43,13 @@ async def create_step(request: web.Request) -> web.Response:
     return created(shape.step_json(services.converter, step), location)
 
 
-@operation("scenarios", "Read a step", response=schemas.Step, errors=(400, 404))
+@operation(
+    "scenarios",
+    "Read a step",
+    description="One step of the scenario: its order, title, code and time limit.",
+    response=schemas.Step,
+    errors=(400, 404),
+)
 async def get_step(request: web.Request) -> web.Response:
     """One step."""
     services = keys.services(request)
@@ -50,6 +60,8 @@ async def get_step(request: web.Request) -> web.Response:
 @operation(
     "scenarios",
     "Change some fields of a step",
+    description="Only the fields the body names change; a new `order` moves the step and renumbers the "
+    "others 1..n.",
     body=schemas.StepInput(partial=True),
     response=schemas.Step,
     errors=(400, 404, 413),
@@ -65,7 +77,12 @@ async def patch_step(request: web.Request) -> web.Response:
 
 
 @operation(
-    "scenarios", "Replace a step", body=schemas.StepInput, response=schemas.Step, errors=(400, 404, 413)
+    "scenarios",
+    "Replace a step",
+    description="The body replaces the step; a new `order` moves it and renumbers the others 1..n.",
+    body=schemas.StepInput,
+    response=schemas.Step,
+    errors=(400, 404, 413),
 )
 async def put_step(request: web.Request) -> web.Response:
     """Full update of a step; a new ``order`` moves it."""
@@ -77,7 +94,13 @@ async def put_step(request: web.Request) -> web.Response:
     return ok(shape.step_json(services.converter, step))
 
 
-@operation("scenarios", "Delete a step; the steps after it move up", status=204, errors=(400, 404))
+@operation(
+    "scenarios",
+    "Delete a step; the steps after it move up",
+    description="The step is removed and the steps after it move up one place.",
+    status=204,
+    errors=(400, 404),
+)
 async def delete_step(request: web.Request) -> web.Response:
     """Delete a step."""
     await keys.services(request).scenarios.delete_step(path_id(request), path_id(request, "stepId"))

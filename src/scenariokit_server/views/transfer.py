@@ -55,6 +55,8 @@ async def export_scenarios(request: web.Request) -> web.Response:
 @operation(
     "transfer",
     "Export one scenario as a YAML stream",
+    description="The scenario as a YAML stream (`application/yaml`) that `POST /api/v1/scenarios/import` "
+    "reads back; `includeEnvironment` and `credentialIds` add what it uses.",
     response=YAML_TEXT,
     response_types=(YAML,),
     params=export_params(scenarios=True),
@@ -68,6 +70,8 @@ async def export_scenario(request: web.Request) -> web.Response:
 @operation(
     "transfer",
     "Export an environment as YAML",
+    description="The environment as a YAML stream (`application/yaml`) that `POST "
+    "/api/v1/environments/import` reads back.",
     response=YAML_TEXT,
     response_types=(YAML,),
     params=export_params(),
@@ -87,6 +91,8 @@ async def export_environment(request: web.Request) -> web.Response:
 @operation(
     "transfer",
     "Export a credential as YAML",
+    description="The credential as a YAML stream (`application/yaml`); its secret is written only with "
+    "`includeSecrets=true`.",
     response=YAML_TEXT,
     response_types=(YAML,),
     params=export_params(),
@@ -104,7 +110,13 @@ async def export_credential(request: web.Request) -> web.Response:
 
 
 @operation(
-    "transfer", "Export a snippet as YAML", response=YAML_TEXT, response_types=(YAML,), errors=(400, 404)
+    "transfer",
+    "Export a snippet as YAML",
+    description="The snippet as a YAML stream (`application/yaml`) that `POST /api/v1/snippets/import` "
+    "reads back.",
+    response=YAML_TEXT,
+    response_types=(YAML,),
+    errors=(400, 404),
 )
 async def export_snippet(request: web.Request) -> web.Response:
     """Export one snippet."""
@@ -141,7 +153,12 @@ import_schedules = _importer("schedule", "Import schedules from YAML")
 
 
 @operation(
-    "transfer", "Export a schedule as YAML", response=YAML_TEXT, response_types=(YAML,), errors=(400, 404)
+    "transfer",
+    "Export a schedule as YAML",
+    description="The schedule as a YAML stream (`application/yaml`).",
+    response=YAML_TEXT,
+    response_types=(YAML,),
+    errors=(400, 404),
 )
 async def export_schedule(request: web.Request) -> web.Response:
     """Export one schedule."""
