@@ -63,15 +63,37 @@ async def running_scheduler(services: Services, *, workers: int) -> AsyncIterato
         await scheduler.close()
 
 
-def stop_on_signals() -> asyncio.Event:
-    """An event that SIGINT (Ctrl-C) or SIGTERM sets, for a long-running command to wait on.
+class StopSignals:
+    """SIGINT and SIGTERM for a long-running command: the first asks to stop in order, the next at once.
 
-    The signal only asks to stop, so what is starting or running can close in order. Call it from
-    inside the running loop; where the loop cannot take signal handlers, the event is never set by one.
+    ``requested`` is set by the first signal: the command drains (docs/deployment.md, "Rolling
+    restarts") and closes what it opened. ``urgent`` is set by any later one: the drain ends now.
     """
-    stop = asyncio.Event()
+
+    def __init__(self) -> None:
+        self.requested = asyncio.Event()
+        self.urgent = asyncio.Event()
+
+    def received(self) -> None:
+        """A signal arrived."""
+        (self.urgent if self.requested.is_set() else self.requested).set()
+
+
+def stop_signals(*, interrupt: bool = True) -> StopSignals:
+    """Catch SIGINT (Ctrl-C) and SIGTERM for a long-running command to wait on.
+
+    A signal only asks to stop, so what is starting or running can close in order. Call it from
+    inside the running loop; where the loop cannot take signal handlers, no signal sets them.
+    ``interrupt=False`` leaves SIGINT out, for a process its parent stops with SIGTERM alone.
+    """
+    signals = StopSignals()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM) if interrupt else (signal.SIGTERM,):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    return stop
+            loop.add_signal_handler(sig, signals.received)
+    return signals
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event the first SIGINT or SIGTERM sets (:func:`stop_signals` also tells the second apart)."""
+    return stop_signals().requested

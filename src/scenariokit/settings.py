@@ -12,6 +12,8 @@ import attrs
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from scenariokit.domain.access import ApiToken, TokenEntryError, parse_token_entries
+from scenariokit.logs import LOG_FORMATS, LogFormat, parse_log_format
 from scenariokit.runner.confinement.sandbox import (
     DEFAULT_MEMORY_MB,
     SANDBOX_MODES,
@@ -45,6 +47,11 @@ def _positive(_: Any, attribute: attrs.Attribute[Any], value: float) -> None:
         raise SettingsError(f"{attribute.name} must be greater than 0, got {value!r}")
 
 
+def _not_negative(_: Any, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value >= 0:  # NaN too
+        raise SettingsError(f"{attribute.name} must be 0 or more, got {value!r}")
+
+
 def _port(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
     if not 0 <= value <= 65535:
         raise SettingsError(f"port must be from 0 to 65535, got {value!r}")
@@ -59,17 +66,11 @@ def _strings(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(values)
 
 
-#: The shortest API token accepted: a short token is one a rebinding or guessing client could find.
-MIN_TOKEN_LENGTH = 16
-
-
-def _long_tokens(_: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
-    short = sum(1 for token in value if len(token) < MIN_TOKEN_LENGTH)
-    if short:  # the message never shows a token
-        raise SettingsError(
-            f"SCENARIOKIT_API_TOKENS: {short} token(s) shorter than {MIN_TOKEN_LENGTH} characters; "
-            "use long random tokens, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'"
-        )
+def _token_entries(_: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    try:
+        parse_token_entries(value)
+    except TokenEntryError as exc:  # the message names the entry's position, never its token
+        raise SettingsError(str(exc)) from None
 
 
 def displayed_url(database_url: str) -> str:
@@ -94,8 +95,9 @@ class Settings:
     port: int = attrs.field(default=DEFAULT_PORT, validator=_port)
     database_url: str = attrs.field(default=DEFAULT_DATABASE_URL, repr=displayed_url)
     insecure: bool = False
+    #: ``SCENARIOKIT_API_TOKENS`` entries as given (``token`` or ``name:scope:token``); see :attr:`tokens`
     api_tokens: tuple[str, ...] = attrs.field(
-        default=(), converter=_strings, validator=_long_tokens, repr=False
+        default=(), converter=_strings, validator=_token_entries, repr=False
     )
     cors_origins: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     allowed_hosts: tuple[str, ...] = attrs.field(default=(), converter=_strings)
@@ -123,6 +125,10 @@ class Settings:
     authoring_max: int = attrs.field(default=2, validator=_positive)
     #: seconds an unused authoring session stays open
     authoring_idle_seconds: float = attrs.field(default=600.0, validator=_positive)
+    #: how the service and the worker log: ``text`` or ``json``, one object a line (docs/deployment.md)
+    log_format: LogFormat = attrs.field(default="text", validator=attrs.validators.in_(LOG_FORMATS))
+    #: on SIGTERM, how long runs under way may finish before they go back to the queue (docs/deployment.md)
+    drain_seconds: float = attrs.field(default=30.0, validator=_not_negative)
 
     @classmethod
     def from_env(
@@ -146,6 +152,11 @@ class Settings:
                 raise SettingsError(f"{variable}={raw!r} is invalid: {exc}") from None
         values.update({name: value for name, value in overrides.items() if value is not None})
         return cls(**values)
+
+    @property
+    def tokens(self) -> tuple[ApiToken, ...]:
+        """The API tokens with their names and scopes (docs/deployment.md, "Tokens and scopes")."""
+        return parse_token_entries(self.api_tokens)
 
     def run_settings(self) -> RunSettings:
         """The part of these settings the run service uses."""
@@ -184,6 +195,16 @@ def _positive_number(raw: str) -> float:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
         raise ValueError("must be a number greater than 0")
+    return value
+
+
+def _seconds_or_zero(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("must be a number of seconds, 0 or more")
     return value
 
 
@@ -226,4 +247,6 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "driver_zygote": ("SCENARIOKIT_DRIVER_ZYGOTE", parse_flag),
     "authoring_max": ("SCENARIOKIT_AUTHORING_MAX", _positive_whole),
     "authoring_idle_seconds": ("SCENARIOKIT_AUTHORING_IDLE_SECONDS", _positive_number),
+    "log_format": ("SCENARIOKIT_LOG_FORMAT", parse_log_format),
+    "drain_seconds": ("SCENARIOKIT_DRAIN_SECONDS", _seconds_or_zero),
 }

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import multiprocessing
 import multiprocessing.process
@@ -16,12 +15,14 @@ from functools import partial
 import aiohttp_cors
 import attrs
 from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
+from aiohttp.typedefs import Handler
 from aiohttp_cors.urldispatcher_router_adapter import ResourcesUrlDispatcherRouterAdapter
 
-from scenariokit.bootstrap import open_services, running_scheduler, stop_on_signals
+from scenariokit.bootstrap import StopSignals, open_services, running_scheduler, stop_signals
+from scenariokit.logs import configure_logging
 from scenariokit.services import Services
 from scenariokit_server import keys
+from scenariokit_server.access import authorize
 from scenariokit_server.boundary import (
     OriginOptions,
     OriginRule,
@@ -33,17 +34,21 @@ from scenariokit_server.boundary import (
 )
 from scenariokit_server.errors import problem_middleware
 from scenariokit_server.mcp import setup_mcp
+from scenariokit_server.metrics import ServiceMetrics, measure_requests
 from scenariokit_server.openapi import setup_openapi
-from scenariokit_server.reports import is_report_page, setup_reports, token_page
+from scenariokit_server.reports import setup_reports
+from scenariokit_server.request_log import RequestAccessLogger, answer_request_id, request_ids
 from scenariokit_server.settings import Settings, SettingsError, UnsafeBindError
 from scenariokit_server.trace import ArtifactLinks, setup_trace_viewer
 from scenariokit_server.views import (
     API_PREFIX,
+    audit,
     authoring,
     credentials,
     environments,
     health,
     links,
+    metrics,
     runs,
     scenarios,
     schedules,
@@ -55,10 +60,6 @@ from scenariokit_server.views import (
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
 
-#: Paths that need a bearer token when tokens are configured (``/mcp`` is mounted by its own module).
-PROTECTED_PREFIXES = (API_PREFIX, "/mcp")
-REALM = "scenariokit"
-
 logger = logging.getLogger(__name__)
 
 
@@ -69,17 +70,23 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
     with them, the caller owns their store.
     """
     links = ArtifactLinks.for_tokens(settings.api_tokens)  # signed artifact links (docs/reports.md)
+    service_metrics = ServiceMetrics()
     app = web.Application(
         # The trust boundary runs before authentication: a request it refuses learns nothing more.
         middlewares=[
+            measure_requests(service_metrics),  # outermost: every answer is timed with its status
+            request_ids,
             problem_middleware,
             trust_boundary(settings),
-            bearer_auth(settings.api_tokens, links),
+            authorize(settings, links),
         ],
         client_max_size=settings.max_body_bytes,
     )
     app[keys.SETTINGS] = settings
+    app.on_response_prepare.append(answer_request_id)
     app[keys.BROWSER_FACTS] = health.BrowserFacts()
+    app[keys.LIFECYCLE] = keys.Lifecycle()
+    app[keys.METRICS] = service_metrics
     if services is not None:
         app[keys.SERVICES] = services
     app.cleanup_ctx.extend(_lifecycles(settings, services))
@@ -99,6 +106,7 @@ def _lifecycles(settings: Settings, services: Services | None) -> list[CleanupCo
     lifecycles: list[CleanupContext] = []
     if services is None:
         lifecycles.append(partial(_open_services, settings))
+    lifecycles.append(_count_runs)
     if settings.run_scheduler:
         lifecycles.append(partial(_run_scheduler, settings))
     return lifecycles
@@ -108,6 +116,16 @@ async def _open_services(settings: Settings, app: web.Application) -> AsyncItera
     async with open_services(settings) as services:
         app[keys.SERVICES] = services
         yield
+
+
+async def _count_runs(app: web.Application) -> AsyncIterator[None]:
+    """The metrics hear of every run this process finishes, through the plugin hook that reports it."""
+    plugins = app[keys.SERVICES].context.plugins
+    plugins.register(app[keys.METRICS])
+    try:
+        yield
+    finally:
+        plugins.unregister(app[keys.METRICS])
 
 
 async def _run_scheduler(settings: Settings, app: web.Application) -> AsyncIterator[None]:
@@ -125,6 +143,7 @@ def _route_table() -> list[tuple[str, str, Handler]]:
     step = f"{scenario}/steps/{{stepId:(?!order$)[^/]+}}"
     return [
         ("GET", "/health", health.health),
+        ("GET", "/metrics", metrics.metrics),
         ("GET", f"{API_PREFIX}/scenarios", scenarios.list_scenarios),
         ("POST", f"{API_PREFIX}/scenarios", scenarios.create_scenario),
         ("GET", f"{API_PREFIX}/scenarios/export", transfer.export_scenarios),
@@ -192,6 +211,7 @@ def _route_table() -> list[tuple[str, str, Handler]]:
         ("DELETE", f"{API_PREFIX}/authoring/{{id}}", authoring.end),
         ("POST", f"{API_PREFIX}/authoring/{{id}}/exec", authoring.execute),
         ("POST", f"{API_PREFIX}/authoring/{{id}}/save", authoring.save),
+        ("GET", f"{API_PREFIX}/audit", audit.list_audit),
     ]
 
 
@@ -221,47 +241,6 @@ def setup_cors(app: web.Application, origins: OriginRule) -> None:
     for route in list(app.router.routes()):
         if not isinstance(route.resource, web.StaticResource):
             cors.add(route)
-
-
-def bearer_auth(tokens: tuple[str, ...], links: ArtifactLinks | None = None) -> Middleware:
-    """A middleware requiring ``Authorization: Bearer <token>`` on protected paths when tokens are set.
-
-    CORS preflight (``OPTIONS``) passes: browsers send it without credentials. An artifact requested
-    with a valid signed link (``links``, see :mod:`scenariokit_server.trace`) passes: that is how the
-    trace viewer and a report's ``<img>`` fetch it. A report page without a token answers 401 with the
-    form that asks for one (:func:`scenariokit_server.reports.token_page`), holding no data.
-    """
-    expected = [token.encode() for token in tokens]
-    links = links or ArtifactLinks()
-
-    @web.middleware
-    async def require_bearer_token(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not expected or request.method == "OPTIONS":
-            return await handler(request)
-        if request.path.startswith(PROTECTED_PREFIXES):
-            authorized = _token_matches(request.headers.get("Authorization", ""), expected)
-            if not authorized and not links.allows(request):
-                raise web.HTTPUnauthorized(
-                    text="a valid 'Authorization: Bearer <token>' header is required",
-                    headers={"WWW-Authenticate": f'Bearer realm="{REALM}"'},
-                )
-        elif is_report_page(request.path):
-            if not _token_matches(request.headers.get("Authorization", ""), expected):
-                return token_page()
-        return await handler(request)
-
-    return require_bearer_token
-
-
-def _token_matches(header: str, expected: list[bytes]) -> bool:
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not given.strip():
-        return False
-    candidate = given.strip().encode()
-    matched = False
-    for token in expected:  # every token is compared, so the time taken says nothing of which matched
-        matched |= hmac.compare_digest(candidate, token)
-    return matched
 
 
 def check_bind(settings: Settings) -> None:
@@ -310,16 +289,25 @@ def run_server(settings: Settings, *, processes: int = 1) -> None:
 
 
 def _serve_one_more(settings: Settings) -> None:
-    """One of the further processes of ``serve --processes N`` (started by :func:`run_server`)."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    """One of the further processes of ``serve --processes N`` (started by :func:`run_server`).
+
+    It ignores Ctrl-C, which a terminal sends the whole process group: the first process passes each
+    stop on as SIGTERM, so a Ctrl-C drains them all and a second one stops them all.
+    """
+    configure_logging(settings.log_format)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve_until_stopped(settings, processes=1, reuse_port=True))
 
 
 async def _serve_until_stopped(settings: Settings, *, processes: int = 1, reuse_port: bool = False) -> None:
-    stop = stop_on_signals()
-    runner = web.AppRunner(create_app(settings), handle_signals=False, **server_options())
+    signals = stop_signals(interrupt=not reuse_port)  # a further process hears its first one's SIGTERM
+    stop = signals.requested
+    runner = web.AppRunner(
+        create_app(settings), handle_signals=False, access_log_class=RequestAccessLogger, **server_options()
+    )
     others: list[multiprocessing.process.BaseProcess] = []
+    signalled = False
     try:
         await runner.setup()
         if not stop.is_set():
@@ -330,21 +318,64 @@ async def _serve_until_stopped(settings: Settings, *, processes: int = 1, reuse_
                 url = attrs.evolve(settings, port=runner.addresses[0][1]).url
                 sandbox = health.sandbox_kind(runner.app, settings)
                 served = f" ({processes} processes)" if processes > 1 else ""
+                lines = [
+                    f"Sandbox: {sandbox}",
+                    *(f"Left out: {what}" for what in health.left_out(runner.app, settings)),
+                ]
                 print(f"======== Running on {url}{served} ========", f"API docs at {url}/docs",
-                      f"Sandbox: {sandbox}", "(Press CTRL+C to quit)", sep="\n", flush=True)  # fmt: skip
+                      *lines, "(Press CTRL+C to quit)", sep="\n", flush=True)  # fmt: skip
             await stop.wait()
+            _signal_all(others)  # they drain alongside this one
+            signalled = True
+            await drain(runner.app, settings.drain_seconds, signals, others)
     except Exception:
         if not stop.is_set():
             raise
         # Ctrl-C in a terminal signals the whole process group: workers still starting die with it.
         logger.info("stopped while starting", exc_info=logger.isEnabledFor(logging.DEBUG))
     finally:
-        for other in others:
-            if other.is_alive() and other.pid is not None:
-                os.kill(other.pid, signal.SIGTERM)
+        if not signalled:
+            _signal_all(others)
         await runner.cleanup()  # closes whatever start-up had opened, also after a failed start
         for other in others:
             await asyncio.to_thread(other.join)
+
+
+async def drain(
+    app: web.Application,
+    seconds: float,
+    signals: StopSignals | None = None,
+    others: list[multiprocessing.process.BaseProcess] | None = None,
+) -> None:
+    """Stop taking work: ``/health`` answers 503 ``draining``, the scheduler claims nothing more, and
+    the runs under way finish for up to ``seconds``; those that do not go back to the queue.
+
+    The server keeps answering meanwhile. A further signal (``signals.urgent``) ends the wait at once
+    and is passed on to ``others`` (the further processes of ``serve --processes``).
+    """
+    app[keys.LIFECYCLE].draining = True
+    scheduler = app.get(keys.SCHEDULER)
+    if scheduler is None:
+        return
+    urgent = signals.urgent if signals is not None else None
+    relay = asyncio.ensure_future(_pass_on(urgent, others or [])) if urgent is not None else None
+    try:
+        await scheduler.drain(seconds, cut_short=urgent)
+    finally:
+        if relay is not None:
+            relay.cancel()
+
+
+async def _pass_on(urgent: asyncio.Event, others: list[multiprocessing.process.BaseProcess]) -> None:
+    await urgent.wait()
+    _signal_all(others)
+
+
+def _signal_all(others: list[multiprocessing.process.BaseProcess]) -> None:
+    """SIGTERM to each further server process still running (the first asks it to drain, the next to stop)."""
+    for other in others:
+        if other.is_alive() and other.pid is not None:
+            os.kill(other.pid, signal.SIGTERM)
 
 
 def _start_others(settings: Settings, count: int) -> list[multiprocessing.process.BaseProcess]:

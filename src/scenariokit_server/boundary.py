@@ -30,9 +30,9 @@ from scenariokit_server.errors import problem
 from scenariokit_server.settings import Settings, SettingsError
 from scenariokit_server.views import API_PREFIX
 
-#: Paths the Host, Origin and Content-Type rules guard (the report pages and the trace viewer read
-#: runs too: a DNS-rebinding page must not read them either).
-GUARDED_PREFIXES = (API_PREFIX, "/mcp", "/report", "/trace")
+#: Paths the Host, Origin and Content-Type rules guard (the report pages, the trace viewer and the
+#: metrics' scenario names read stored data too: a DNS-rebinding page must not read them either).
+GUARDED_PREFIXES = (API_PREFIX, "/mcp", "/metrics", "/report", "/trace")
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")

@@ -14,6 +14,7 @@ from scenariokit.domain.errors import (
     AuthoringUnavailable,
     BrowserUnavailable,
     Conflict,
+    Forbidden,
     NotFound,
     ScenarioKitError,
     SecretKeyError,
@@ -30,6 +31,7 @@ PROBLEM_CONTENT_TYPE = "application/problem+json"
 #: The HTTP status of each domain error; a subclass takes the status of its nearest listed base.
 STATUS_OF: dict[type[ScenarioKitError], int] = {
     ValidationError: 400,  # InvalidQuery included
+    Forbidden: 403,
     NotFound: 404,
     Conflict: 409,
     TooLarge: 413,

@@ -19,7 +19,7 @@ import functools
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 import anyio
@@ -33,6 +33,7 @@ from aiohttp_asgi.resource import (
     ASGISendType,
 )
 from marshmallow import Schema
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
@@ -43,15 +44,19 @@ from mcp_types import (
     ContentBlock,
     ImageContent,
     InputRequiredResult,
+    ListToolsResult,
     ResourceLink,
     TextContent,
     ToolAnnotations,
 )
 
+from scenariokit.domain.access import Scope
 from scenariokit.domain.errors import ScenarioKitError
 from scenariokit.domain.json_values import json_fault
 from scenariokit.services import Services
+from scenariokit.services.caller import Caller, calling_as
 from scenariokit_server import keys, schemas
+from scenariokit_server.access import TOOL_SCOPES
 from scenariokit_server.errors import domain_problem_body, problem_body, status_of
 from scenariokit_server.mcp_tools import JSON, Answer, Picture, RunRequest, ScenarioKitTools
 from scenariokit_server.trace import trace_viewer_url
@@ -81,22 +86,30 @@ def mcp_handler(asgi_app: ASGIApplicationType) -> Callable[[web.Request], Awaita
     stream to ``GET`` — the MCP transport allows a 405 for that — and no session to ``DELETE``), so the
     middlewares, the 405 problem answer and aiohttp-cors's response hook all see an ordinary route.
     """
-    bridged = functools.partial(_receive_per_asgi, asgi_app)
 
     async def handle_mcp(request: web.Request) -> web.StreamResponse:
+        bridged = functools.partial(_receive_per_asgi, asgi_app, keys.caller(request))
         return await ASGIContext(bridged, request, MCP_PATH).get_response()
 
     return handle_mcp
 
 
 async def _receive_per_asgi(
-    app: ASGIApplicationType, scope: ASGIScopeType, receive: ASGIReceiveType, send: ASGISendType
+    app: ASGIApplicationType,
+    caller: Caller,
+    scope: ASGIScopeType,
+    receive: ASGIReceiveType,
+    send: ASGISendType,
 ) -> None:
     """Run ``app`` with a ``receive`` that, once the body is read, waits (until cancelled) as ASGI says.
 
     aiohttp-asgi answers every later ``receive`` at once with an empty body instead, so an SDK path that
     watches for the client's disconnect would spin without yielding and stall the event loop.
+
+    The request's ``caller`` rides in the ASGI scope: the SDK handles the message in a task of its own
+    session manager, where the request's context is not, and hands the tools' middleware the scope.
     """
+    scope[CALLER_SCOPE_KEY] = caller
     body_read = False
 
     async def receive_after_body() -> MutableMapping[str, Any]:
@@ -307,6 +320,63 @@ class ScenarioKitMCPServer(MCPServer):
             raise
 
 
+#: Where :func:`mcp_handler` puts the request's caller (:class:`~scenariokit.services.caller.Caller`).
+CALLER_SCOPE_KEY = "scenariokit.caller"
+
+
+def caller_of(ctx: ServerRequestContext[Any, Any]) -> Caller:
+    """Who sent an MCP message: the caller the HTTP request carried, else an MCP caller with no token."""
+    request = ctx.request
+    scope = getattr(request, "scope", None)
+    caller = scope.get(CALLER_SCOPE_KEY) if isinstance(scope, Mapping) else None
+    return caller if isinstance(caller, Caller) else Caller(door="mcp")
+
+
+class ToolScopes:
+    """MCP middleware holding :data:`~scenariokit_server.access.TOOL_SCOPES`.
+
+    ``tools/list`` shows only the tools the caller's token may call; calling another is a tool error
+    with the 403 problem REST answers, naming the scope needed. The call then runs as its caller
+    (:func:`~scenariokit.services.caller.calling_as`), so the services record who wrote.
+    """
+
+    def __init__(self, tool_names: Iterable[str]) -> None:
+        self._tools = frozenset(tool_names)
+
+    def needed(self, name: str) -> Scope:
+        """The scope tool ``name`` needs (``admin`` for a tool the table misses)."""
+        return TOOL_SCOPES.get(name, Scope.ADMIN)
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        caller = caller_of(ctx)
+        if ctx.method == "tools/list":
+            return self._visible(await call_next(ctx), caller)
+        if ctx.method == "tools/call":
+            name = (ctx.params or {}).get("name")
+            if isinstance(name, str) and name in self._tools and not caller.allows(self.needed(name)):
+                needed = self.needed(name)
+                return tool_error(
+                    problem_body(
+                        403,
+                        f"tool {name} needs a token with scope {needed.label!r}; this token has scope "
+                        f"{caller.scope.label if caller.scope else 'none'!r}",
+                    )
+                )
+        with calling_as(caller):
+            return await call_next(ctx)
+
+    def _visible(self, result: HandlerResult, caller: Caller) -> HandlerResult:
+        if caller.scope is None:
+            return result
+        if isinstance(result, ListToolsResult):
+            tools = [tool for tool in result.tools if caller.allows(self.needed(tool.name))]
+            return result.model_copy(update={"tools": tools})
+        if isinstance(result, dict) and isinstance(result.get("tools"), list):
+            kept = [tool for tool in result["tools"] if caller.allows(self.needed(str(tool.get("name"))))]
+            return {**result, "tools": kept}
+        return result
+
+
 def build_mcp_server(tools: ScenarioKitTools) -> MCPServer:
     """An MCP server named ``scenariokit`` offering ``tools``."""
     # No subscriptions/listen: a stateless endpoint has no stream to deliver them on, and nothing here
@@ -319,6 +389,7 @@ def build_mcp_server(tools: ScenarioKitTools) -> MCPServer:
             subscriptions=False,
             tools=[mcp_tool(tools, name) for name in TOOL_HINTS],
         )
+    server.middleware.append(ToolScopes(TOOL_HINTS))
     return server
 
 

@@ -34,6 +34,7 @@ from scenariokit.formats.queries import (
     MAX_LIMIT,
     MAX_PAGE,
     MAX_STATS_DAYS,
+    AuditQuery,
     ListQuery,
     RunQuery,
     ScheduleQuery,
@@ -70,6 +71,7 @@ TAGS = (
     {"name": "schedules", "description": "Runs queued on a cron or an interval"},
     {"name": "transfer", "description": "YAML export and import"},
     {"name": "authoring", "description": "Live authoring sessions: explore a site, keep what worked"},
+    {"name": "audit", "description": "Who wrote what, through which door (admin scope)"},
     {"name": "health", "description": "Liveness of the service and its dependencies"},
 )
 
@@ -208,6 +210,13 @@ def list_params(query: type[ListQuery], *, exclude: Iterable[str] = ()) -> list[
                 "runs created at or after this time (ISO 8601; without an offset, UTC)",
             )
         )
+    elif issubclass(query, AuditQuery):
+        text = {"type": "string", "minLength": 1, "maxLength": 200}
+        params.append(query_param("resource", text, "entries about this kind of record, e.g. `credential`"))
+        params.append(query_param("tokenName", text, "entries of writes made with the token of this name"))
+        params.append(
+            query_param("since", {"type": "string", "format": "date-time"}, "entries at or after this time")
+        )
     elif issubclass(query, ScheduleQuery):
         params.append(
             query_param(
@@ -319,8 +328,17 @@ def _finish_document(document: dict[str, Any], *, bearer: bool) -> None:
         document.setdefault("components", {})["securitySchemes"] = {
             "bearerAuth": {"type": "http", "scheme": "bearer"}
         }
+    from scenariokit_server.access import ROUTE_SCOPES  # the access table documents the routes it guards
+
     for path, operations in document.get("paths", {}).items():
-        for op in operations.values():
+        for method, op in operations.items():
+            scope = ROUTE_SCOPES.get((method.upper(), path))
+            if scope is not None:
+                op["x-scenariokit-scope"] = scope.label
+                if bearer:
+                    op["responses"]["403"] = _problem_response(
+                        403, f"The token's scope does not hold `{scope.label}`"
+                    )
             op.pop("produces", None)
             op["parameters"] = [
                 _path_param(p) if p.get("in") == "path" else p for p in op.get("parameters", [])

@@ -26,6 +26,7 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin, OpenAPIConverter
 from marshmallow import Schema, fields, validate
 
+from scenariokit.domain import audit as audit_model
 from scenariokit.domain import model
 from scenariokit.domain import schedule as schedule_model
 from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
@@ -310,6 +311,8 @@ RunStats = Schema.from_dict(
 )
 Schedule = schema_of(schedule_model.Schedule, response=True)
 SchedulePage = page_of(Schedule, "SchedulePage")
+AuditEntry = schema_of(audit_model.AuditEntry, response=True)
+AuditPage = page_of(AuditEntry, "AuditPage")
 ScenarioPage = page_of(Scenario, "ScenarioPage")
 EnvironmentPage = page_of(Environment, "EnvironmentPage")
 CredentialPage = page_of(Credential, "CredentialPage")
@@ -358,7 +361,14 @@ Problem = Schema.from_dict(
 )
 Health = Schema.from_dict(
     {
-        "status": fields.String(required=True, validate=validate.OneOf(["ok", "degraded"])),
+        "status": fields.String(
+            required=True,
+            validate=validate.OneOf(["ok", "degraded", "draining"]),
+            metadata={
+                "description": "`draining` (503) once the server was asked to stop: it claims no "
+                "more runs and lets those under way finish (docs/deployment.md)"
+            },
+        ),
         "version": fields.String(required=True),
         "database": fields.String(required=True, validate=validate.OneOf(["ok", "unreachable"])),
         "browser": fields.String(required=True, validate=validate.OneOf(["ok", "missing"])),
@@ -370,6 +380,16 @@ Health = Schema.from_dict(
             metadata={
                 "description": "the limits of each run's control group, over its worker, driver and "
                 "browser (docs/security.md); empty where this machine gives the service none"
+            },
+        ),
+        "left_out": fields.List(
+            fields.String(),
+            required=True,
+            data_key="leftOut",
+            metadata={
+                "description": "what this machine could not give the workers, each in words (bubblewrap, "
+                "control groups, the zygotes, /proc), as the start-up log says it (docs/deployment.md); "
+                "empty when nothing was left out"
             },
         ),
         "browser_build": fields.String(

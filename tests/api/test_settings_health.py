@@ -142,6 +142,20 @@ async def test_health_says_which_sandbox_confines_the_workers(make_client: Clien
     assert (await auto.json())["sandbox"] == ("bubblewrap" if bubblewrap_works() else "none")
 
 
+async def test_health_says_what_auto_left_out_without_bubblewrap(
+    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
+    body = await (await (await make_client(sandbox="auto")).get("/health")).json()
+    assert body["sandbox"] == "none"
+    assert body["leftOut"] == [
+        "bubblewrap: bwrap is not installed (not found on PATH); workers run without a sandbox "
+        "(SCENARIOKIT_SANDBOX=auto)"
+    ]
+    off = await (await (await make_client(sandbox="off")).get("/health")).json()
+    assert off["leftOut"] == []  # turned off is a choice, not something left out
+
+
 @pytest.mark.browser
 async def test_health_names_the_browser_build_runs_use(client: Client) -> None:
     body = await (await client.get("/health")).json()

@@ -142,3 +142,23 @@ async def _trace_href(context: Any, base: str, ident: str, page: Any) -> str:
     href = await link.get_attribute("href")
     assert href and href.startswith("/trace/index.html?trace=")
     return str(href)
+
+
+async def test_the_narrowest_token_that_reads_runs_opens_the_pages_and_signed_links(
+    server: ServerFactory, site: str, http: aiohttp.ClientSession, launch_options: dict[str, Any]
+) -> None:
+    reader = "report-reader-token-0123456789"
+    with server(api_tokens=(f"ops:admin:{TOKEN}", f"dashboard:read:{reader}")) as base:
+        run = await Api(http, base, TOKEN).failed_run(site, name="secret-checkout")
+        as_reader = {"Authorization": f"Bearer {reader}"}
+        async with http.get(f"{base}/report/runs/{run['id']}", headers=as_reader) as response:
+            assert response.status == 200 and "secret-checkout" in await response.text()
+        async with http.get(f"{base}/report/", headers=as_reader) as response:
+            assert response.status == 200
+        seen = await Api(http, base, reader).call("GET", f"{API}/run/{run['id']}")
+        trace_link = parse_qs(urlsplit(seen["traceViewerUrl"]).query)["trace"][0]
+        assert await _status(http, base + trace_link) == 200  # the signed link, with no token at all
+        assert await _status(http, base + seen["artifacts"][1]["url"], **as_reader) == 200
+        # and nothing beyond reading
+        refused = await Api(http, base, reader).call("POST", f"{API}/run/{run['id']}/cancel", expect=403)
+        assert "scope 'run'" in refused["detail"]

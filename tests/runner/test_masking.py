@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
-import pickle
 from urllib.parse import quote, quote_plus
 
 import pytest
 
 from scenariokit.domain.job import LogEvent
 from scenariokit.domain.model import utcnow
-from scenariokit.runner.protocol import UnreadableReport, WorkerReady, decode_report
 from scenariokit.runner.worker.masking import LogMasker, mask_text
 
 SECRET = 'Hunter2 Sup3r"S3cret!'
@@ -80,18 +78,3 @@ def test_a_secret_with_a_line_break_printed_on_two_lines_is_masked() -> None:
 def test_lines_pass_at_once_when_the_run_has_no_secrets() -> None:
     masker = LogMasker(())
     assert [e.message for e in masker.push(LogEvent(at=utcnow(), level="info", message="now"))] == ["now"]
-
-
-class _Exploit:
-    def __reduce__(self) -> tuple[object, tuple[str]]:
-        import os
-
-        return (os.system, ("true",))
-
-
-def test_a_report_holding_anything_but_report_classes_is_refused_undecoded() -> None:
-    assert decode_report(pickle.dumps(WorkerReady(pid=3))) == WorkerReady(pid=3)
-    with pytest.raises(UnreadableReport, match="system"):
-        decode_report(pickle.dumps(_Exploit()))
-    with pytest.raises(UnreadableReport):
-        decode_report(pickle.dumps({"not": "a report"}))

@@ -131,6 +131,43 @@ def test_serve_refuses_to_start_when_bubblewrap_is_required_and_missing(tmp_path
     assert "Running on" not in done.stdout
 
 
+@pytest.mark.browser
+def test_serve_with_auto_and_no_bubblewrap_starts_and_says_what_it_left_out(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from scenariokit.runner.worker.browser import discover_browser
+
+    env = {
+        "PATH": str(tmp_path),  # no bwrap there
+        "SCENARIOKIT_SANDBOX": "auto",
+        "SCENARIOKIT_BROWSER_PATH": str(discover_browser().executable),
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        "SCENARIOKIT_SECRET_KEY": "sandbox-test-key",
+        "SCENARIOKIT_WORKERS": "1",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "scenariokit.cli", "serve", "--port", "0", "--database-url",
+         f"sqlite:///{tmp_path / 'fallback.db'}"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        said = []
+        while (line := server.stdout.readline()) and "Press CTRL+C" not in line:
+            said.append(line.rstrip("\n"))
+    finally:
+        server.terminate()
+        _, errors = server.communicate(timeout=60)
+    assert "Sandbox: none" in said, (said, errors)
+    note = (
+        "bubblewrap: bwrap is not installed (not found on PATH); workers run without a sandbox "
+        "(SCENARIOKIT_SANDBOX=auto)"
+    )
+    assert f"Left out: {note}" in said, (said, errors)
+    assert f"left out: {note}" in errors  # the pool's warning in the log
+
+
 # --- a user id of its own per worker -----------------------------------------------------------------
 
 #: ids far into the range, so these tests never meet the leases of a pool running beside them

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import signal
@@ -26,6 +27,7 @@ from scenariokit.runner.confinement.sandbox import (
 )
 from scenariokit.runner.confinement.zygote import Zygote, ZygoteUnavailable
 from scenariokit.runner.parent.executor import WorkerPool
+from scenariokit.runner.protocol import ForkRequest, SandboxNamespaces
 
 in_session = pytest.mark.asyncio(loop_scope="session")
 JobFactory = Callable[..., RunJob]
@@ -208,12 +210,14 @@ def test_no_worker_is_forked_outside_its_sandbox_and_a_refusing_zygote_is_given_
         namespaces = json.loads(os.fdopen(info_read, "rb").read())
         assert box.stdout is not None and box.stdout.readline() == b"ready\n"
         wrong = os.pidfd_open(os.getpid())  # the host's namespaces, not the sandbox's
-        request = {
-            "uid": 0x7000_0FFF,
-            "env": command.env,
-            "cwd": command.inner_dir,
-            "sandbox": {name: namespaces[f"{name}-namespace"] for name in ("mnt", "pid", "ipc")},
-        }
+        request = ForkRequest(
+            uid=0x7000_0FFF,
+            env=command.env,
+            cwd=command.inner_dir,
+            sandbox=SandboxNamespaces(
+                **{name: namespaces[f"{name}-namespace"] for name in ("mnt", "pid", "ipc")}
+            ),
+        )
         for _ in range(zygote_module.GIVE_UP_AFTER):
             with pytest.raises(ZygoteUnavailable, match="not in the sandbox's mnt namespace"):
                 zygote.fork(request, [theirs.fileno(), out_write, out_write, wrong])
@@ -231,15 +235,23 @@ def test_no_worker_is_forked_outside_its_sandbox_and_a_refusing_zygote_is_given_
         theirs.close()
 
 
-def test_a_service_not_running_as_root_starts_sandboxed_workers_by_exec(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # joining bubblewrap's namespaces needs CAP_SYS_ADMIN over them, which only root has outside them
-    monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert zygote_module.zygote_supported("bubblewrap") is False
-    assert zygote_module.zygote_supported("none") is True
-    monkeypatch.setattr(os, "geteuid", lambda: 0)
-    assert zygote_module.zygote_supported("bubblewrap") is True
+def test_whether_a_zygote_serves_is_found_by_trying_what_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert zygote_module.zygote_problem("none") is None
+    if bubblewrap_works():  # joining a sandbox from outside needs CAP_SYS_ADMIN: root has it, a user not
+        why = zygote_module.zygote_problem("bubblewrap")
+        assert (why is None) == (os.geteuid() == 0), why
+
+    def no_pidfd(pid: int) -> int:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    zygote_module.pidfd_problem.cache_clear()
+    try:
+        assert zygote_module.zygote_problem("none") == "pidfd_open: Function not implemented"
+        assert not zygote_module.zygote_supported("bubblewrap")
+    finally:
+        monkeypatch.undo()
+        zygote_module.pidfd_problem.cache_clear()
 
 
 def test_a_malformed_request_is_refused_and_the_zygote_keeps_serving(tmp_path: Path) -> None:
@@ -247,13 +259,13 @@ def test_a_malformed_request_is_refused_and_the_zygote_keeps_serving(tmp_path: P
     zygote.start()
     try:
         assert zygote._control is not None and zygote.pid is not None
-        socket.send_fds(zygote._control, [b'{"env": {}}'], [0])  # one descriptor: not a request
+        socket.send_fds(zygote._control, [b'{"env": {}}'], [0])  # no type, one descriptor: not a request
+        forged = b'{"type": "ForkRequest", "env": {}, "cwd": "/", "argv": ["sh"]}'  # a field no request has
+        socket.send_fds(zygote._control, [forged], [0, 1, 2, 2])
         ours, theirs = socket.socketpair()
         out_read, out_write = os.pipe()
         env = worker_environment(str(tmp_path))
-        forked = zygote.fork(
-            {"uid": None, "env": env, "cwd": str(tmp_path)}, [theirs.fileno(), out_write, out_write]
-        )
+        forked = zygote.fork(ForkRequest(env=env, cwd=str(tmp_path)), [theirs.fileno(), out_write, out_write])
         theirs.close()
         os.close(out_write)
         ours.close()  # no options ever come: the worker exits at once, and says why on its stderr
@@ -284,7 +296,7 @@ def _waiting_worker(zygote: Zygote, folder: Path) -> tuple[Any, socket.socket]:
     """A worker forked from ``zygote`` that waits for options that never come (while ``ours`` is open)."""
     ours, theirs = socket.socketpair()
     env = worker_environment(str(folder))
-    forked = zygote.fork({"uid": None, "env": env, "cwd": str(folder)}, [theirs.fileno(), 2, 2])
+    forked = zygote.fork(ForkRequest(env=env, cwd=str(folder)), [theirs.fileno(), 2, 2])
     theirs.close()
     return forked, ours
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import uuid
 from collections.abc import Callable, Sequence
@@ -13,6 +14,7 @@ from typing import Any
 
 from scenariokit.cli.run import add_run_command
 from scenariokit.domain.errors import ScenarioKitError, ValidationError
+from scenariokit.logs import LOG_FORMATS, LogFormat, configure_logging, parse_log_format
 
 DESCRIPTION = """\
 Store browser-automation test scenarios and run them in real Chromium.
@@ -54,6 +56,27 @@ def _add_database(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_log_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="text, or json: one JSON object a line with runId/requestId where they apply, the access log "
+        "included (default text; $SCENARIOKIT_LOG_FORMAT)",
+    )
+
+
+def _log_format(args: argparse.Namespace) -> LogFormat:
+    """The log format the command line or ``SCENARIOKIT_LOG_FORMAT`` asks for (text by default)."""
+    given = getattr(args, "log_format", None)
+    if given is not None:
+        return parse_log_format(given)
+    raw = os.environ.get("SCENARIOKIT_LOG_FORMAT", "").strip()
+    try:
+        return parse_log_format(raw) if raw else "text"
+    except ValueError as exc:
+        raise ValueError(f"SCENARIOKIT_LOG_FORMAT={raw!r} is invalid: {exc}") from None
+
+
 # --- serve and worker -------------------------------------------------------------------------
 
 
@@ -72,16 +95,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         insecure=args.insecure or None,
         run_scheduler=False if args.no_scheduler else None,
+        log_format=args.log_format,
     )
     run_server(settings, processes=args.processes)
     return 0
 
 
 async def _work(settings: Any) -> None:
-    from scenariokit.bootstrap import open_services, running_scheduler, stop_on_signals
+    from scenariokit.bootstrap import open_services, running_scheduler, stop_signals
     from scenariokit.settings import displayed_url
 
-    stop = stop_on_signals()
+    signals = stop_signals()
     async with open_services(settings) as services:
         async with running_scheduler(services, workers=settings.workers) as scheduler:
             print(
@@ -90,11 +114,13 @@ async def _work(settings: Any) -> None:
                 "Ctrl-C to stop",
                 flush=True,
             )
-            await stop.wait()
+            await signals.requested.wait()
+            # SIGTERM: the runs under way finish (or go back to the queue); a second signal cuts it short
+            await scheduler.drain(settings.drain_seconds, cut_short=signals.urgent)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    settings = _settings(args, lease_seconds=args.lease_seconds)
+    settings = _settings(args, lease_seconds=args.lease_seconds, log_format=args.log_format)
     asyncio.run(_work(settings))
     return 0
 
@@ -143,7 +169,51 @@ async def _rotate_key(args: argparse.Namespace) -> None:
     )
 
 
+def _backup(args: argparse.Namespace) -> None:
+    from scenariokit.storage.backup import backup_sqlite
+
+    settings = _settings(args)
+    artifacts = settings.artifacts_dir if args.artifacts else None
+    made = backup_sqlite(settings.database_url, Path(args.path), artifacts_dir=artifacts)
+    print(f"backed up {made.bytes} bytes to {made.path}")
+    if made.artifacts is not None:
+        print(f"artifacts copied to {made.artifacts}")
+    if os.environ.get("SCENARIOKIT_SECRET_KEY", "").strip():
+        where = "in SCENARIOKIT_SECRET_KEY"
+    else:
+        where = f"in {made.key_file}" if made.key_file else "nowhere this command can see"
+    print(
+        f"the key that decrypts its secrets is {where}: keep it apart from the backup, and give it to the "
+        "server that opens the copy (a backup without its key cannot decrypt a secret)"
+    )
+
+
+def _restore(args: argparse.Namespace) -> None:
+    from scenariokit.storage.backup import restore_sqlite
+
+    settings = _settings(args)
+    restored = restore_sqlite(
+        Path(args.backup),
+        settings.database_url,
+        artifacts_dir=settings.artifacts_dir if args.artifacts else None,
+        key_file=Path(args.key_file) if args.key_file else None,
+    )
+    print(f"restored {args.backup} to {restored.database}")
+    if restored.artifacts is not None:
+        print(f"artifacts restored to {restored.artifacts}")
+    if restored.key_file is not None:
+        print(f"key copied to {restored.key_file}")
+    else:
+        print("start the server with the key the backup was taken with (SCENARIOKIT_SECRET_KEY, --key-file)")
+
+
 def cmd_db(args: argparse.Namespace) -> int:
+    if args.action == "backup":
+        _backup(args)
+        return 0
+    if args.action == "restore":
+        _restore(args)
+        return 0
     if args.action == "new-key":
         from scenariokit.storage.secrets import new_key
 
@@ -203,9 +273,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 async def _import(args: argparse.Namespace, text: str) -> dict[str, Any]:
     from scenariokit.bootstrap import open_services
+    from scenariokit.services.caller import Caller, calling_as
 
     async with open_services(_settings(args)) as services:
-        report = await services.transfer.import_yaml(text, kind=args.kind)
+        with calling_as(Caller(door="cli")):  # the audit log names the door
+            report = await services.transfer.import_yaml(text, kind=args.kind)
     return report.to_json()
 
 
@@ -243,6 +315,10 @@ examples:
   scenariokit db new-key                              # a random key for SCENARIOKIT_SECRET_KEY
   SCENARIOKIT_SECRET_KEY="$NEW,$OLD" scenariokit db rotate-key
                                                       # every secret re-encrypted with $NEW
+  scenariokit db backup /backups/sk-2026-11-26.db --artifacts
+                                                      # while the server runs; prints where the key is
+  scenariokit db restore /backups/sk-2026-11-26.db --database-url sqlite:///srv/new/scenariokit.db \
+      --artifacts --key-file /secure/scenariokit.key
 """
 
 ROTATE_DESCRIPTION = """\
@@ -305,7 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="start the REST/MCP service",
         description="Start the service: REST under /api/v1, Swagger UI at /docs, MCP at /mcp, health at "
-        "/health. Runs are executed by worker processes started with it.",
+        "/health, Prometheus metrics at /metrics. Runs are executed by worker processes started with it. "
+        "SIGTERM drains: /health answers 503 draining, no more runs are claimed, those under way finish "
+        "for up to $SCENARIOKIT_DRAIN_SECONDS (default 30) and the rest go back to the queue; a second "
+        "signal stops at once.",
         epilog=SERVE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -331,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow binding a non-loopback address without API tokens (anyone who reaches it can run code)",
     )
+    _add_log_format(serve)
     _add_database(serve)
     serve.set_defaults(handler=cmd_serve)
 
@@ -339,7 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="execute queued runs without the HTTP server",
         description="Claim queued runs from the database and execute them. Start several against one "
         "PostgreSQL to spread runs over machines; a worker that dies has its runs finished as "
-        "worker_lost once their lease expires.",
+        "worker_lost once their lease expires. SIGTERM drains: no more claims, the runs under way "
+        "finish for up to $SCENARIOKIT_DRAIN_SECONDS (default 30), the rest go back to the queue for "
+        "another worker; a second signal stops at once.",
         epilog=WORKER_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -347,12 +429,13 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--lease-seconds", type=float, help="lease length (default 15; $SCENARIOKIT_LEASE_SECONDS)"
     )
+    _add_log_format(worker)
     _add_database(worker)
     worker.set_defaults(handler=cmd_worker)
 
     db = commands.add_parser(
         "db",
-        help="database: upgrade the schema, show its revision, make or rotate keys",
+        help="database: upgrade the schema, show its revision, make or rotate keys, back up and restore",
         description="Apply the schema migrations (the embedded SQLite default does this itself on first "
         "start), show the revision a database is at, make a key, or re-encrypt the stored secrets with a "
         "new key. Each action takes --database-url.",
@@ -378,6 +461,31 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_database(rotate)
+    backup = actions.add_parser(
+        "backup",
+        help="copy the embedded SQLite store while the server runs (SQLite's online backup API)",
+        description="Write a consistent copy of the SQLite store to PATH, which must not exist, while the "
+        'server keeps running and writing. PostgreSQL: use pg_dump (docs/deployment.md, "Backups"). '
+        "The copy's secrets need the server's key, which is not copied: the command says where it is.",
+    )
+    backup.add_argument("path", metavar="PATH", help="the new backup file (never overwritten)")
+    backup.add_argument(
+        "--artifacts", action="store_true", help="also copy the artifacts folder, to PATH.artifacts"
+    )
+    _add_database(backup)
+    restore = actions.add_parser(
+        "restore",
+        help="bring a backup back as a new SQLite store",
+        description="Copy BACKUP to the SQLite file of --database-url, which must not exist yet.",
+    )
+    restore.add_argument("backup", metavar="BACKUP", help="a file written by `scenariokit db backup`")
+    restore.add_argument(
+        "--artifacts", action="store_true", help="also restore BACKUP.artifacts into the artifacts folder"
+    )
+    restore.add_argument(
+        "--key-file", metavar="FILE", help="the key the backup was taken with, copied beside the database"
+    )
+    _add_database(restore)
     actions.add_parser(
         "new-key",
         help="print a new random key for SCENARIOKIT_SECRET_KEY",
@@ -432,9 +540,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``scenariokit`` command."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
-    )
+    try:
+        log_format = _log_format(args)
+    except ValueError as exc:
+        print(f"scenariokit: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(log_format, level=logging.DEBUG if args.verbose else logging.INFO)
     for noisy in ("alembic", "mcp"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     handler: Callable[[argparse.Namespace], int] = args.handler

@@ -37,6 +37,10 @@ class NotFound(ScenarioKitError):
         self.ident = ident
 
 
+class Forbidden(ScenarioKitError):
+    """A write the caller's token may not make (its scope does not hold what the write needs)."""
+
+
 class Conflict(ScenarioKitError):
     """A write that breaks a uniqueness rule or the state of a record."""
 

@@ -1,6 +1,7 @@
 """What a worker process is given to execute, and what it reports back.
 
-A :class:`RunJob` is plain, picklable data: everything a run needs, resolved from the store before the
+A :class:`RunJob` is plain data (it travels to the worker as a typed JSON frame,
+:mod:`scenariokit.runner.protocol`): everything a run needs, resolved from the store before the
 run starts, so the worker process never touches the database. Its steps' code is compiled once, when
 the job is made (:func:`step_job`): the pool's syntax check and the worker use that compile. The
 worker reports progress as :class:`RunEvent` values; the scheduler writes them to the store as they
@@ -32,7 +33,8 @@ class StepJob:
     title: str | None
     exec_code: str
     timeout_seconds: float
-    #: the code compiled by :func:`compiled`, as :mod:`marshal` bytes (a code object does not pickle);
+    #: the code compiled by :func:`compiled`, as :mod:`marshal` bytes (base64 in a frame: only the
+    #: pool sends them, to a worker of the same interpreter, which loads them instead of compiling);
     #: None while nobody compiled it
     compiled_code: bytes | None = attrs.field(default=None, repr=False)
     #: ``(line, message)`` when that compile failed

@@ -25,6 +25,7 @@ from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, Iterabl
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from scenariokit.domain import model
+from scenariokit.domain.audit import AuditEntry
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.json_values import check_json
 from scenariokit.domain.model import FieldError, FieldErrors, camel
@@ -71,6 +72,7 @@ _MODEL_CLASSES = (  # a class after those it holds: a hook is made with the hook
     model.RunLogEntry,
     model.LastFailure,
     Schedule,
+    AuditEntry,
 )
 
 

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import attrs
 import cattrs
 
+from scenariokit.domain.audit import AuditEntry
 from scenariokit.domain.authoring import AuthoringStarted, ExecOutcome, PageLook, PageState
 from scenariokit.domain.job import LogEvent
 from scenariokit.domain.model import (
@@ -216,6 +217,11 @@ def run_detail_json(
 def schedule_json(conv: cattrs.Converter, schedule: Schedule) -> JSON:
     """One schedule, with its last and next fire."""
     return conv.unstructure(schedule)
+
+
+def audit_entry_json(conv: cattrs.Converter, entry: AuditEntry) -> JSON:
+    """One entry of the audit log."""
+    return conv.unstructure(entry)
 
 
 def stats_json(conv: cattrs.Converter, stats: RunStats) -> JSON:

@@ -6,9 +6,10 @@ nothing unchecked ever reaches an adapter, let alone SQL.
 
 from __future__ import annotations
 
-import datetime
+import re
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
 import attrs
@@ -171,22 +172,6 @@ def _uuid(raw: Any, name: str) -> uuid.UUID | None:
         raise InvalidQuery(f"invalid {name}", {name: "must be a UUID"}) from None
 
 
-def _since(raw: Any) -> datetime.datetime | None:
-    if raw is None:
-        return None
-    if isinstance(raw, datetime.datetime):
-        at = raw
-    else:
-        try:
-            at = datetime.datetime.fromisoformat(str(raw))
-        except ValueError:
-            raise InvalidQuery(
-                "invalid since", {"since": "must be an ISO 8601 date-time, e.g. 2026-11-26T08:00:00Z"}
-            ) from None
-    # a time without an offset is UTC, the zone every stored time is in
-    return at if at.tzinfo is not None else at.replace(tzinfo=datetime.UTC)
-
-
 @attrs.frozen
 class RunQuery(ListQuery):
     """List of runs: ``createdAt|status|scenario.name``, newest first; filters by status, scenario,
@@ -201,7 +186,7 @@ class RunQuery(ListQuery):
     batch_id: uuid.UUID | None = None
     environment_id: uuid.UUID | None = None
     #: runs created at or after this time
-    since: datetime.datetime | None = None
+    since: datetime | None = None
 
     @classmethod
     def known_params(cls) -> frozenset[str]:
@@ -238,6 +223,63 @@ class ScheduleQuery(ListQuery):
         kwargs = super()._kwargs(params)
         kwargs["scenario_id"] = _uuid(params.get("scenarioId"), "scenarioId")
         return kwargs
+
+
+@attrs.frozen
+class AuditQuery(ListQuery):
+    """The audit log, newest first; filters by ``resource``, ``tokenName`` and ``since`` (ISO 8601)."""
+
+    ORDER_BY: ClassVar[tuple[str, ...]] = ("at",)
+    DEFAULT_ORDER: ClassVar[tuple[str, OrderDir]] = ("at", "desc")
+
+    resource: str | None = None
+    token_name: str | None = None
+    since: datetime | None = None
+
+    @classmethod
+    def known_params(cls) -> frozenset[str]:
+        return (super().known_params() | {"resource", "tokenName", "since"}) - {"q"}
+
+    @classmethod
+    def _kwargs(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        kwargs = super()._kwargs(params)
+        for name, key in (("resource", "resource"), ("token_name", "tokenName")):
+            raw = params.get(key)
+            if raw is not None and not (0 < len(raw) <= 200):
+                raise InvalidQuery(f"invalid {key}", {key: "must be 1 to 200 characters"})
+            kwargs[name] = raw
+        kwargs["since"] = _since(params.get("since"))
+        return kwargs
+
+
+#: An RFC 3339 leap second (``23:59:60``), read as the second before it.
+_LEAP_SECOND = re.compile(r"(?<=T\d\d:\d\d:)60", re.IGNORECASE)
+
+
+def _since(raw: str | None) -> datetime | None:
+    """An ISO 8601 / RFC 3339 time (``Z``, an offset, or none for UTC), in UTC; 400 naming ``since``."""
+    if raw is None:
+        return None
+    text = _LEAP_SECOND.sub("59", raw.strip())
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
+    try:
+        value = datetime.fromisoformat(text[:10] + text[10:11].upper() + text[11:])
+    except ValueError:
+        raise InvalidQuery(
+            "invalid since", {"since": "must be an ISO 8601 time, e.g. 2026-11-26T09:00:00Z"}
+        ) from None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # within a day of the first or last time there is: as far as it goes
+        offset = value.utcoffset()
+        return (
+            datetime.min.replace(tzinfo=UTC)
+            if offset and offset > timedelta(0)
+            else datetime.max.replace(tzinfo=UTC)
+        )
 
 
 @attrs.frozen

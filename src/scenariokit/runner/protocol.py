@@ -1,35 +1,64 @@
-"""What the pool and a worker process say to each other, and the run outcomes both sides build.
+"""What the pool, a worker process and the pool's zygote say to each other, and the run outcomes.
 
-Commands go parent → worker, reports go worker → parent, all over one multiprocessing pipe. Every
-message is plain picklable data. The worker runs step code, so what it sends is untrusted: the
-parent reads reports with :func:`decode_report`, which rebuilds only the classes listed here (a
-plain ``pickle.loads`` would let step code run code in the server). Outcomes are built here because a
-run can end in the worker (a step failed) or in the parent (the worker had to be killed), and both
-must read the same.
+Commands go parent → worker, reports go worker → parent, over one socket (:class:`Channel`); the pool
+asks its zygote for a worker with a :class:`ForkRequest`. Every message is a **frame**: one JSON object
+that names its type (``{"type": "RunReport", ...}``) beside that class's fields, made and read by this
+module's own converter (:func:`encode_frame`, :func:`decode_frame`). Nothing between processes is a
+pickle: the worker runs step code, so what it sends is untrusted, and a frame can only ever become one
+of the classes listed here, with every field of its declared type. An unknown type or field, a value
+of the wrong type, bytes that are not JSON, or a frame over the size limit is refused
+(:class:`UnreadableFrame`); the parent logs it, naming the worker, and reads on. Outcomes are built
+here because a run can end in the worker (a step failed) or in the parent (the worker had to be
+killed), and both must read the same.
 """
 
 from __future__ import annotations
 
-import io
-import pickle
+import base64
+import binascii
+import json
+import math
+import socket
+import struct
+import threading
+import typing
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
 
 import attrs
+import cattrs
+from cattrs.v import format_exception
 
-from scenariokit.domain.authoring import AuthoringReply, PageState
+from scenariokit.domain.authoring import AuthoringReply
 from scenariokit.domain.job import (
+    ArtifactSaved,
     LogEvent,
     RunEvent,
     RunFinished,
     RunJob,
     SessionReleased,
+    SessionSaved,
     StepFinished,
     StepJob,
+    StepStarted,
 )
-from scenariokit.domain.model import RunError, RunErrorKind, StepResult, StepStatus, skip_remaining, utcnow
+from scenariokit.domain.model import (
+    Backoff,
+    RunError,
+    RunErrorKind,
+    StepResult,
+    StepStatus,
+    skip_remaining,
+    utcnow,
+)
+from scenariokit.runner.confinement.sandbox import ResourceLimits
+from scenariokit.runner.worker.browser import BrowserConfig
 from scenariokit.runner.worker.stepcode import SyntaxProblem, mask_secrets
+
+T = TypeVar("T")
 
 # --- parent → worker -----------------------------------------------------------------------------
 
@@ -88,15 +117,16 @@ class AuthoringLook:
 Command = StartRun | CancelRun | ReleaseSession | Shutdown | StartAuthoring | AuthoringExec | AuthoringLook
 
 
-def plain_ids(job: RunJob) -> RunJob:
-    """``job`` with plain ``uuid.UUID`` ids: a driver's own UUID type (asyncpg's) would come back in
-    reports, which the parent decodes allowing only the standard classes."""
-    return attrs.evolve(
-        job,
-        run_id=uuid.UUID(str(job.run_id)),
-        scenario_id=uuid.UUID(str(job.scenario_id)),
-        steps=tuple(attrs.evolve(step, id=uuid.UUID(str(step.id))) for step in job.steps),
-    )
+@attrs.frozen
+class WorkerOptions:
+    """What a worker process is started with: the first frame the pool sends it."""
+
+    browser: BrowserConfig
+    #: seconds a saved session's browser is kept open unless released sooner
+    session_keepalive: float = 600.0
+    limits: ResourceLimits = attrs.field(factory=ResourceLimits)
+    #: where the run writes its screenshots and trace (the pool moves them to the artifacts folder)
+    artifacts_dir: Path | None = None
 
 
 # --- worker → parent -----------------------------------------------------------------------------
@@ -119,81 +149,308 @@ class RunReport:
 
 Report = WorkerReady | RunReport | SessionReleased | AuthoringReply
 
+# --- pool → zygote -------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class SandboxNamespaces:
+    """The namespaces of the bubblewrap sandbox a forked worker joins, by their inode numbers."""
+
+    mnt: int
+    pid: int
+    ipc: int
+
+
+@attrs.frozen
+class ForkRequest:
+    """Fork a worker (:mod:`.confinement.zygote_process`): its environment, directory and user, under
+    bubblewrap the sandbox it joins, and how many of the descriptors given are its control group's."""
+
+    env: dict[str, str]
+    cwd: str
+    uid: int | None = None
+    sandbox: SandboxNamespaces | None = None
+    groups: int = 0
+
+
+# --- frames --------------------------------------------------------------------------------------
+
 #: the largest report the parent reads (a saved session's storage state is the big one)
 MAX_REPORT_BYTES = 64 * 1024 * 1024
+#: the largest command a worker reads (a job holds the saved session it starts from)
+MAX_COMMAND_BYTES = 128 * 1024 * 1024
+#: a frame's length, before it on the socket
+_HEADER = struct.Struct(">I")
+_MAX_FRAME = 2**32 - 1
 
-_REPORT_CLASSES = {
-    ("scenariokit.runner.protocol", "WorkerReady"),
-    ("scenariokit.runner.protocol", "RunReport"),
-    ("scenariokit.domain.job", "LogEvent"),
-    ("scenariokit.domain.job", "StepStarted"),
-    ("scenariokit.domain.job", "StepFinished"),
-    ("scenariokit.domain.job", "ArtifactSaved"),
-    ("scenariokit.domain.job", "SessionSaved"),
-    ("scenariokit.domain.job", "RunFinished"),
-    ("scenariokit.domain.job", "SessionReleased"),
-    ("scenariokit.domain.authoring", "AuthoringReply"),
-    ("scenariokit.domain.authoring", "PageState"),
-    ("scenariokit.domain.model", "StepResult"),
-    ("scenariokit.domain.model", "RunError"),
-    ("scenariokit.domain.model", "RunErrorKind"),
-    ("scenariokit.domain.model", "StepStatus"),
-    ("datetime", "datetime"),
-    ("datetime", "timezone"),
-    ("datetime", "timedelta"),
-    ("uuid", "UUID"),
-    ("copyreg", "_reconstructor"),
-    ("builtins", "object"),
-}
-
-
-class UnreadableReport(ValueError):
-    """A worker sent something that is not a report (a bug, or step code writing to the pipe)."""
-
-
-class _ReportUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> object:
-        if (module, name) not in _REPORT_CLASSES:
-            raise UnreadableReport(f"a report may not hold {module}.{name}")
-        return super().find_class(module, name)
+#: what the pool sends a worker, after its :class:`WorkerOptions`
+COMMAND_TYPES: tuple[type, ...] = (
+    StartRun,
+    CancelRun,
+    ReleaseSession,
+    Shutdown,
+    StartAuthoring,
+    AuthoringExec,
+    AuthoringLook,
+)
+#: what a worker sends the pool
+REPORT_TYPES: tuple[type, ...] = (WorkerReady, RunReport, SessionReleased, AuthoringReply)
+_EVENT_TYPES: tuple[type, ...] = (
+    LogEvent,
+    StepStarted,
+    StepFinished,
+    ArtifactSaved,
+    SessionSaved,
+    RunFinished,
+)
+_FRAME_TYPES = {cls.__name__: cls for cls in (WorkerOptions, *COMMAND_TYPES, *REPORT_TYPES, ForkRequest)}
+#: how many of a refused frame's problems a message names
+_PROBLEMS_SHOWN = 3
+#: JSON's own encoder and decoder, bound once: a run that replaces ``json.dumps`` in its worker (step
+#: code may) still reports through these
+_ENCODE_JSON = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+_DECODE_JSON = json.JSONDecoder().decode
 
 
-def decode_report(data: bytes) -> Report:
-    """A report from its pickled bytes, refusing every class a report does not use."""
+class UnreadableFrame(ValueError):
+    """What came over a channel is not a frame the reader takes: a bug, or step code writing to it."""
+
+
+def _scalar(kind: type) -> Callable[[Any, Any], Any]:
+    """A strict hook: ``true`` is no number, ``1`` no flag, a number no text."""
+
+    def structure(value: Any, _: Any) -> Any:
+        if kind is float:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ValueError(f"expected a finite number, not {type(value).__name__}")
+            return float(value)
+        if isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind):
+            raise ValueError(f"expected {kind.__name__}, not {type(value).__name__}")
+        return value
+
+    return structure
+
+
+def _text(what: str, parse: Callable[[str], T]) -> Callable[[Any, Any], T]:
+    """A hook for a value the wire carries as a string: ``parse`` it, refusing anything else."""
+
+    def structure(value: Any, _: Any) -> T:
+        if not isinstance(value, str):
+            raise ValueError(f"expected {what} as a string, not {type(value).__name__}")
+        return parse(value)
+
+    return structure
+
+
+def _base64(value: str) -> bytes:
     try:
-        report = _ReportUnpickler(io.BytesIO(data)).load()
-    except UnreadableReport:
-        raise
+        return base64.b64decode(value, validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"expected base64: {exc}") from None
+
+
+def _json_object(value: Any, _: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected an object, not {type(value).__name__}")
+    return dict(value)
+
+
+def _is_tuple_of_items(kind: Any) -> bool:
+    args = typing.get_args(kind)
+    return typing.get_origin(kind) is tuple and len(args) == 2 and args[1] is Ellipsis
+
+
+def _list_only(converter: cattrs.Converter) -> Callable[[Any], Callable[[Any, Any], Any]]:
+    """``tuple[X, ...]`` from a JSON list only: a string or an object would be iterated by cattrs."""
+
+    def factory(kind: Any) -> Callable[[Any, Any], Any]:
+        (item, _) = typing.get_args(kind)
+
+        def structure(value: Any, _: Any) -> tuple[Any, ...]:
+            if not isinstance(value, list):
+                raise ValueError(f"expected a list, not {type(value).__name__}")
+            return tuple(converter.structure(entry, item) for entry in value)
+
+        return structure
+
+    return factory
+
+
+def _tagged(converter: cattrs.Converter, union: Any, members: tuple[type, ...]) -> None:
+    """Have ``union`` travel as an object naming its class in ``type``, beside the class's fields."""
+    by_name = {cls.__name__: cls for cls in members}
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError(f"expected an object, not {type(value).__name__}")
+        body = dict(value)
+        name = body.pop("type", None)
+        cls = by_name.get(name) if isinstance(name, str) else None
+        if cls is None:
+            raise ValueError(f"unknown type {_shown(name)}")
+        return converter.structure(body, cls)
+
+    def unstructure(value: Any) -> dict[str, Any]:
+        return {"type": type(value).__name__, **converter.unstructure(value)}
+
+    converter.register_structure_hook_func(lambda kind: kind == union, structure)
+    converter.register_unstructure_hook_func(lambda kind: kind == union, unstructure)
+
+
+def _shown(name: object) -> str:
+    """A frame's type name as a message shows it: short, and only when it is a plain name."""
+    if isinstance(name, str) and name.isidentifier() and len(name) <= 40:
+        return repr(name)
+    return "(none)" if name is None else f"(a {type(name).__name__} that is no type name)"
+
+
+def _make_wire_converter() -> cattrs.Converter:
+    """The converter of frames: Python field names, UUIDs and times as text, bytes as base64.
+
+    Strict where the API's is (:mod:`scenariokit.formats.convert`): an unknown field is refused, a
+    value is of its field's type or refused, never coerced.
+    """
+    converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    for kind in (str, int, bool, float):
+        converter.register_structure_hook(kind, _scalar(kind))
+    converter.register_structure_hook(uuid.UUID, _text("a UUID", uuid.UUID))
+    converter.register_unstructure_hook(uuid.UUID, str)
+    converter.register_structure_hook(datetime, _text("an ISO 8601 time", datetime.fromisoformat))
+    converter.register_unstructure_hook(datetime, datetime.isoformat)
+    converter.register_structure_hook(bytes, _text("base64", _base64))
+    converter.register_unstructure_hook(bytes, lambda value: base64.b64encode(value).decode("ascii"))
+    converter.register_structure_hook(Path, _text("a path", Path))
+    converter.register_unstructure_hook(Path, str)
+    for enum_type in (StepStatus, RunErrorKind, Backoff):  # per class: the str hook would take a StrEnum
+        converter.register_structure_hook(enum_type, _text(enum_type.__name__, enum_type))
+        converter.register_unstructure_hook(enum_type, lambda value: value.value)
+    converter.register_structure_hook_func(lambda kind: kind == dict[str, Any], _json_object)
+    converter.register_structure_hook_factory(_is_tuple_of_items, _list_only(converter))
+    _tagged(converter, RunEvent, _EVENT_TYPES)
+    return converter
+
+
+_WIRE = _make_wire_converter()
+
+
+def encode_frame(frame: Any) -> bytes:
+    """``frame`` (one of this module's frame classes) as the bytes a channel carries."""
+    name = type(frame).__name__
+    if _FRAME_TYPES.get(name) is not type(frame):
+        raise TypeError(f"{name} is not a frame")
+    body = {"type": name, **_WIRE.unstructure(frame)}
+    return _ENCODE_JSON(body).encode("ascii")
+
+
+def decode_frame(data: bytes, expected: tuple[type[T], ...]) -> T:
+    """The frame ``data`` holds, when it is one of the ``expected`` types; else :class:`UnreadableFrame`."""
+    try:
+        parsed = _DECODE_JSON(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        raise UnreadableFrame(f"not a JSON frame ({len(data)} bytes)") from None
+    if not isinstance(parsed, dict):
+        raise UnreadableFrame(f"a frame is a JSON object, not {type(parsed).__name__}")
+    name = parsed.pop("type", None)
+    cls = _FRAME_TYPES.get(name) if isinstance(name, str) else None
+    if cls is None or cls not in expected:
+        raise UnreadableFrame(f"unknown frame type {_shown(name)}")
+    try:
+        return typing.cast(T, _WIRE.structure(parsed, cls))
     except Exception as exc:
-        raise UnreadableReport(f"{type(exc).__name__}: {exc}") from None
-    if not isinstance(report, WorkerReady | RunReport | SessionReleased | AuthoringReply):
-        raise UnreadableReport(f"not a report: {type(report).__name__}")
-    if isinstance(report, RunReport) and isinstance(report.event, LogEvent):
-        event = report.event
-        if not isinstance(event.message, str) or not isinstance(event.level, str):
-            raise UnreadableReport("a log line must be text")
-    if isinstance(report, AuthoringReply) and not _well_formed(report):
-        raise UnreadableReport("an authoring reply must hold text where text belongs")
-    return report
+        problems = _problems(exc)
+        raise UnreadableFrame(f"a frame of type {name!r} with {problems}") from None
 
 
-def _well_formed(reply: AuthoringReply) -> bool:
-    """Whether a reply's fields have their types (step code can write to the pipe too)."""
-    page = reply.page
-    if not (page is None or isinstance(page, PageState)):
-        return False
-    if not (reply.error is None or isinstance(reply.error, RunError)):
-        return False
-    texts = () if page is None else (page.url, page.title, page.snapshot)
-    return (
-        isinstance(reply.request, int)
-        and isinstance(reply.ok, bool)
-        and all(text is None or isinstance(text, str) for text in texts)
-        and (page is None or page.screenshot is None or isinstance(page.screenshot, bytes))
-        and (reply.error is None or isinstance(reply.error.message, str))
-        and isinstance(reply.results, tuple)
-        and all(isinstance(result, StepResult) for result in reply.results)
-    )
+def _problems(exc: BaseException) -> str:
+    """What was wrong with a frame's fields, in a few words each (``$.pid: expected int``)."""
+    try:
+        found = (
+            cattrs.transform_error(exc, path="$", format_exception=_said)
+            if isinstance(exc, cattrs.BaseValidationError)
+            else []
+        )
+    except Exception:
+        found = []
+    found = found or [f"{type(exc).__name__}: {exc}"]
+    shown = [problem[:200] for problem in found[:_PROBLEMS_SHOWN]]
+    more = len(found) - len(shown)
+    return "; ".join(shown) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _said(exc: BaseException, kind: Any) -> str:
+    """A field's problem: this module's hooks say it in words (``expected int, not str``), cattrs the rest."""
+    if type(exc) is ValueError and str(exc):
+        return str(exc)
+    return format_exception(exc, kind)
+
+
+class OversizedFrame(UnreadableFrame):
+    """A frame over the reader's limit: skipped unread."""
+
+
+class Channel:
+    """One end of the socket between the pool and a worker: frames, each after its length (4 bytes).
+
+    Sending is safe from several threads; one thread receives.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._socket = sock
+        self._lock = threading.Lock()
+        self.closed = False
+
+    @classmethod
+    def from_fd(cls, fd: int) -> Channel:
+        """The channel on an inherited socket descriptor."""
+        return cls(socket.socket(fileno=fd))
+
+    def send(self, frame: Any) -> None:
+        """Send one frame (blocking); OSError when the other end is gone."""
+        self.send_bytes(encode_frame(frame))
+
+    def send_bytes(self, data: bytes) -> None:
+        """Send ``data`` as one frame as it is (the tests forge frames so)."""
+        if len(data) > _MAX_FRAME:
+            raise ValueError(f"a frame of {len(data)} bytes is too large to send")
+        with self._lock:
+            self._socket.sendall(_HEADER.pack(len(data)) + data)
+
+    def receive(self, expected: tuple[type[T], ...], limit: int) -> T:
+        """The next frame, one of ``expected``; :class:`UnreadableFrame` (the channel reads on after it)
+        for anything else, EOFError once the other end is gone."""
+        return decode_frame(self.receive_bytes(limit), expected)
+
+    def receive_bytes(self, limit: int) -> bytes:
+        """The next frame's bytes; one longer than ``limit`` is skipped and :class:`OversizedFrame` raised."""
+        (size,) = _HEADER.unpack(self._exactly(_HEADER.size))
+        if size > limit:
+            self._skip(size)
+            raise OversizedFrame(f"a frame of {size} bytes, over the limit of {limit}")
+        return self._exactly(size)
+
+    def _exactly(self, size: int) -> bytes:
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        got = 0
+        while got < size:
+            count = self._socket.recv_into(view[got:], size - got)
+            if not count:
+                raise EOFError("the other end closed the channel")
+            got += count
+        return bytes(buffer)
+
+    def _skip(self, size: int) -> None:
+        buffer = bytearray(65536)
+        while size:
+            count = self._socket.recv_into(buffer, min(size, len(buffer)))
+            if not count:
+                raise EOFError("the other end closed the channel")
+            size -= count
+
+    def close(self) -> None:
+        """Close this end (the other end reads EOF)."""
+        self.closed = True
+        self._socket.close()
 
 
 # --- outcomes ------------------------------------------------------------------------------------

@@ -11,9 +11,11 @@ import pluggy
 
 from scenariokit.storage.ports import Store
 
+from .audit import AuditService
 from .authoring import AuthoringService
 from .base import AuthoringControl, Context, NoAuthoring, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
+from .operations import OperationsService, Readout
 from .runs import RunService
 from .scenarios import ScenarioService
 from .schedules import ScheduleService
@@ -50,6 +52,8 @@ class Services:
         self.schedules = ScheduleService(self.context)
         self.transfer = TransferService(self.context)
         self.authoring = AuthoringService(self.context)
+        self.audit = AuditService(self.context)
+        self.operations = OperationsService(self.context)
 
     @property
     def store(self) -> Store:
@@ -71,11 +75,14 @@ class Services:
 
 
 __all__ = [
+    "AuditService",
     "AuthoringControl",
     "AuthoringService",
     "Context",
     "ImportReport",
     "NoRunControl",
+    "OperationsService",
+    "Readout",
     "RunControl",
     "RunSettings",
     "Services",

@@ -28,6 +28,7 @@ from scenariokit.domain.model import CredentialLink, Scenario, Step, utcnow
 from scenariokit.formats.inputs import AuthoringExecInput, AuthoringSaveInput, AuthoringStartInput
 from scenariokit.storage.ports import UnitOfWork
 
+from . import audit
 from .base import ServiceBase, missing_reference, require
 from .scenarios import renumber
 
@@ -175,6 +176,9 @@ class AuthoringService(ServiceBase):
                 steps=renumber([*copies, *authored]),
             )
             await uow.scenarios.add(scenario)
+            await audit.record(
+                uow, "save", "scenario", scenario.id, f"saved authoring session {record.id} as {name!r}"
+            )
             await uow.commit()
         record.saved.add(scenario.id)
         return scenario
@@ -209,6 +213,9 @@ class AuthoringService(ServiceBase):
                 updated_at=max(utcnow(), old.updated_at),
             )
             await uow.scenarios.update(new)
+            await audit.record(
+                uow, "save", "scenario", new.id, f"saved authoring session {record.id} into {new.name!r}"
+            )
             await uow.commit()
         return new
 

@@ -20,6 +20,7 @@ from scenariokit.formats.queries import (
 )
 from scenariokit.storage.ports import Repository, UnitOfWork
 
+from . import audit
 from .base import ServiceBase, require
 
 T = TypeVar("T")
@@ -52,6 +53,10 @@ class _Crud(ServiceBase, Generic[T, I, Q]):
     async def check(self, uow: UnitOfWork, record: T, old: T | None) -> None:
         """Refuse a write that breaks a rule of this resource (uniqueness …)."""
 
+    def describe(self, record: T) -> str:
+        """The record as the audit log names it (its name; never a secret)."""
+        return f"{self.kind} {getattr(record, 'name', '')!r}"
+
     async def before_delete(self, uow: UnitOfWork, ident: uuid.UUID) -> None:
         """Refuse a delete that would break other records."""
 
@@ -71,6 +76,7 @@ class _Crud(ServiceBase, Generic[T, I, Q]):
         async with self.ctx.uow() as uow:
             await self.check(uow, record, None)
             await self.repo(uow).add(record)
+            await audit.record(uow, "create", self.kind, record.id, f"created {self.describe(record)}")  # type: ignore[attr-defined]
             await uow.commit()
         return record
 
@@ -99,6 +105,7 @@ class _Crud(ServiceBase, Generic[T, I, Q]):
         record = self.build(command, old)
         await self.check(uow, record, old)
         await self.repo(uow).update(record)
+        await audit.record(uow, "update", self.kind, record.id, f"changed {self.describe(record)}")  # type: ignore[attr-defined]
         await uow.commit()
         return record
 
@@ -108,6 +115,7 @@ class _Crud(ServiceBase, Generic[T, I, Q]):
             await self.before_delete(uow, ident)
             if not await self.repo(uow).delete(ident):
                 raise NotFound(self.kind, ident)
+            await audit.record(uow, "delete", self.kind, ident, f"deleted {self.kind} {ident}")
             await uow.commit()
 
 
@@ -165,6 +173,9 @@ class SnippetService(_Crud[Snippet, SnippetInput, SnippetQuery]):
     def repo(self, uow: UnitOfWork) -> Repository[Snippet, SnippetQuery]:
         return uow.snippets
 
+    def describe(self, record: Snippet) -> str:
+        return f"snippet {record.alias!r}"
+
     async def check(self, uow: UnitOfWork, record: Snippet, old: Snippet | None) -> None:
         other = await uow.snippets.get_by_alias(record.alias)
         if other is not None and other.id != record.id:
@@ -196,5 +207,6 @@ class SessionService(ServiceBase):
             # token, and a session whose token the keys cannot read must still be deletable
             if not await uow.sessions.delete(ident):
                 raise NotFound("session", ident)
+            await audit.record(uow, "delete", "session", ident, f"deleted session {ident}")
             await uow.commit()
         await self.ctx.control.release_session(ident)

@@ -39,6 +39,7 @@ from scenariokit.formats.presenters import RunDetail
 from scenariokit.formats.queries import LogQuery, Page, RunQuery, StatsQuery
 from scenariokit.storage.ports import RunLease, UnitOfWork
 
+from . import audit
 from .base import ServiceBase, missing_reference, require
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,9 @@ class RunService(ServiceBase):
                 source_session_id=command.session_id,
             )
             await uow.runs.add(run)
+            await audit.record(
+                uow, "run", "run", run.id, f"queued a run of scenario {scenario.name!r} ({scenario.id})"
+            )
             await uow.commit()
         self.ctx.control.run_queued()
         return run
@@ -103,6 +107,13 @@ class RunService(ServiceBase):
             )
             for run in runs:
                 await uow.runs.add(run)
+                await audit.record(
+                    uow,
+                    "run",
+                    "run",
+                    run.id,
+                    f"queued a run of scenario {scenario.name!r} in batch {batch_id}",
+                )
             await uow.commit()
         self.ctx.control.run_queued()
         async with self.ctx.uow(readonly=True) as uow:
@@ -197,6 +208,9 @@ class RunService(ServiceBase):
             if run.finished:
                 raise Conflict(f"run {run_id} has already finished ({run.status.value})")
             await uow.runs.request_cancel(run_id)
+            await audit.record(
+                uow, "cancel", "run", run_id, f"cancelled a run of scenario {run.scenario_name!r}"
+            )
             await uow.commit()
         executing_here = await self.ctx.control.cancel(run_id)
         async with self.ctx.uow() as uow:
@@ -315,6 +329,26 @@ class RunService(ServiceBase):
             renewed = await uow.runs.renew_lease(run_id, owner, expires)
             await uow.commit()
         return renewed
+
+    async def hand_back(self, run_id: uuid.UUID, owner: str, reason: str) -> bool:
+        """Put a run ``owner`` executes back in the queue, to start over on whichever scheduler claims it.
+
+        What its cut-short attempt recorded (step results, earlier attempts, the start time) is cleared,
+        its log keeps what it wrote and ``reason``. False, changing nothing, when ``owner`` no longer
+        holds the run (it finished, or its lease ran out and another took it).
+        """
+        async with self.ctx.uow() as uow:
+            lease = await uow.runs.lease(run_id, lock=True)
+            run = await uow.runs.get(run_id)
+            if lease is None or lease.owner != owner or run is None or run.finished:
+                return False
+            await uow.runs.update(
+                attrs.evolve(run, step_results=(), attempts=(), flaky=False, started_at=None)
+            )
+            await uow.runs.release_lease(run_id, owner)
+            await uow.runs.append_logs([RunLogEntry(run_id=run_id, level="warning", message=reason)])
+            await uow.commit()
+        return True
 
     async def cancel_requested(self, run_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         """Which of these runs someone asked to cancel."""

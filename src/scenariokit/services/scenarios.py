@@ -16,6 +16,7 @@ from scenariokit.formats.queries import Page, RunQuery, ScenarioQuery
 from scenariokit.formats.records import ScenarioRecord
 from scenariokit.storage.ports import UnitOfWork
 
+from . import audit
 from .base import ServiceBase, missing_reference, require
 
 #: What a PATCH starts from: the fields of a stored scenario and step that their inputs write.
@@ -135,6 +136,10 @@ class ScenarioService(ServiceBase):
             if command.steps and any(s.id for s in command.steps):
                 scenario = attrs.evolve(scenario, steps=build_steps(command.steps, keep_ids=False))
             await uow.scenarios.add(scenario)
+            await audit.record(
+                uow, "create", "scenario", scenario.id,
+                f"created scenario {scenario.name!r} with {len(scenario.steps)} step(s)",
+            )  # fmt: skip
             await uow.commit()
         return scenario
 
@@ -150,6 +155,7 @@ class ScenarioService(ServiceBase):
             known = {step.id for step in old.steps}
             kept = [s if s.id in known else attrs.evolve(s, id=None) for s in command.steps]
             new = attrs.evolve(new, steps=build_steps(kept))
+        await audit.record(uow, "update", "scenario", old.id, f"changed scenario {new.name!r}")
         return await self._save(uow, old, new)
 
     async def update(self, scenario_id: uuid.UUID, patch: Patch[ScenarioInput]) -> Scenario:
@@ -180,6 +186,7 @@ class ScenarioService(ServiceBase):
                 )
             if not await uow.scenarios.delete(scenario_id):
                 raise NotFound("scenario", scenario_id)
+            await audit.record(uow, "delete", "scenario", scenario_id, f"deleted scenario {scenario_id}")
             await uow.commit()
 
     # --- steps ----------------------------------------------------------------------------------
@@ -214,6 +221,7 @@ class ScenarioService(ServiceBase):
             old = await self._locked(uow, scenario_id)
             step = self._step(command)
             steps = self._insert(old.steps, step, command.order)
+            await audit.record(uow, "create", "step", step.id, f"added a step to scenario {old.name!r}")
             saved = await self._save(uow, old, attrs.evolve(old, steps=steps))
         return require(saved.step(step.id), "step", step.id)
 
@@ -230,6 +238,7 @@ class ScenarioService(ServiceBase):
         others = [s for s in old.steps if s.id != step_id]
         step = self._step(command, id=step_id)
         order = command.order if command.order is not None else current.order
+        await audit.record(uow, "update", "step", step_id, f"changed step {order} of scenario {old.name!r}")
         saved = await self._save(uow, old, attrs.evolve(old, steps=self._insert(others, step, order)))
         return require(saved.step(step_id), "step", step_id)
 
@@ -247,6 +256,7 @@ class ScenarioService(ServiceBase):
             old = await self._locked(uow, scenario_id)
             require(old.step(step_id), "step", step_id)
             steps = renumber([s for s in old.steps if s.id != step_id])
+            await audit.record(uow, "delete", "step", step_id, f"deleted a step of scenario {old.name!r}")
             await self._save(uow, old, attrs.evolve(old, steps=steps))
 
     async def reorder_steps(self, scenario_id: uuid.UUID, command: StepOrderInput) -> tuple[Step, ...]:
@@ -261,6 +271,7 @@ class ScenarioService(ServiceBase):
                     {"stepIds": f"must be a permutation of the scenario's {len(by_id)} step ids"},
                 )
             steps = renumber([by_id[ident] for ident in wanted])
+            await audit.record(uow, "update", "scenario", old.id, f"reordered the steps of {old.name!r}")
             saved = await self._save(uow, old, attrs.evolve(old, steps=steps))
         return saved.steps
 
@@ -281,6 +292,10 @@ class ScenarioService(ServiceBase):
             if any(link.alias == command.alias for link in old.credentials):
                 raise Conflict(f"alias {command.alias!r} is already used in this scenario")
             link = CredentialLink(credential_id=command.credential_id, alias=command.alias)
+            await audit.record(
+                uow, "link", "scenario", old.id,
+                f"linked credential {command.credential_id} as {command.alias!r} to {old.name!r}",
+            )  # fmt: skip
             await self._save(uow, old, attrs.evolve(old, credentials=(*old.credentials, link)))
         return link
 
@@ -291,4 +306,7 @@ class ScenarioService(ServiceBase):
             if old.link(credential_id) is None:
                 raise NotFound("credential link", credential_id)
             links = tuple(link for link in old.credentials if link.credential_id != credential_id)
+            await audit.record(
+                uow, "unlink", "scenario", old.id, f"unlinked credential {credential_id} from {old.name!r}"
+            )
             await self._save(uow, old, attrs.evolve(old, credentials=links))

@@ -18,6 +18,7 @@ from scenariokit.formats.inputs import Patch, ScheduleInput
 from scenariokit.formats.queries import Page, ScheduleQuery
 from scenariokit.storage.ports import UnitOfWork
 
+from . import audit
 from .base import ServiceBase, missing_reference, require
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class ScheduleService(ServiceBase):
             await self._check_references(uow, command)
             schedule = schedule_from_input(command, None)
             await uow.schedules.add(schedule)
+            await audit.record(uow, "create", "schedule", schedule.id, f"created {_described(schedule)}")
             await uow.commit()
         return schedule
 
@@ -78,6 +80,7 @@ class ScheduleService(ServiceBase):
         async with self.ctx.uow() as uow:
             if not await uow.schedules.delete(schedule_id):
                 raise NotFound("schedule", schedule_id)
+            await audit.record(uow, "delete", "schedule", schedule_id, f"deleted schedule {schedule_id}")
             await uow.commit()
 
     async def fire_due(self, now: datetime | None = None) -> builtins.list[Fire]:
@@ -127,6 +130,9 @@ class ScheduleService(ServiceBase):
             ]
             for run in runs:
                 await uow.runs.add(run)
+            await audit.record(
+                uow, "fire", "schedule", schedule.id, f"queued {len(runs)} run(s)", door="schedule"
+            )
             await uow.commit()
         if len(runs) < len(schedule.environment_ids):
             skipped = len(schedule.environment_ids) - len(runs)
@@ -137,6 +143,7 @@ class ScheduleService(ServiceBase):
         await self._check_references(uow, command)
         new = schedule_from_input(command, old)
         await uow.schedules.update(new)
+        await audit.record(uow, "update", "schedule", new.id, f"changed {_described(new)}")
         await uow.commit()
         return new
 
@@ -157,6 +164,12 @@ async def check_schedule_references(uow: UnitOfWork, command: ScheduleInput) -> 
     }
     if missing:
         raise ValidationError("environmentIds refers to missing environments", missing)
+
+
+def _described(schedule: Schedule) -> str:
+    timing = f"cron {schedule.cron!r}" if schedule.cron else f"every {schedule.interval_seconds} s"
+    state = "" if schedule.enabled else ", paused"
+    return f"schedule of scenario {schedule.scenario_id} ({timing}{state})"
 
 
 def _fields(command: ScheduleInput) -> Mapping[str, Any]:

@@ -15,7 +15,8 @@ from typing import Any
 
 import attrs
 
-from scenariokit.domain.errors import Conflict, ValidationError
+from scenariokit.domain.access import Scope
+from scenariokit.domain.errors import Conflict, Forbidden, ValidationError
 from scenariokit.domain.model import Scenario, utcnow
 from scenariokit.formats.convert import structure_input
 from scenariokit.formats.inputs import (
@@ -40,7 +41,9 @@ from scenariokit.formats.yaml_io import (
 )
 from scenariokit.storage.ports import Repository, UnitOfWork
 
+from . import audit
 from .base import Context, ServiceBase, require
+from .caller import current_caller
 from .catalog import CredentialService, EnvironmentService, SnippetService
 from .scenarios import ScenarioService
 from .schedules import check_schedule_references, schedule_from_input
@@ -83,6 +86,28 @@ class ImportReport:
                 "updated": sum(len(ids) for ids in self.updated.values()),
             },
         }
+
+
+#: What importing each kind needs of the caller's token (the scopes of its own routes).
+IMPORT_SCOPES = {"credential": Scope.ADMIN, "schedule": Scope.ADMIN}
+
+
+def _check_scope(items: Sequence[_Item]) -> None:
+    """Refuse an import holding a kind the caller's token may not write (a credential in a scenario
+    stream, say), before anything is stored."""
+    caller = current_caller()
+    for item in items:
+        needed = IMPORT_SCOPES.get(item.kind, Scope.WRITE)
+        if not caller.allows(needed):
+            raise Forbidden(
+                f"{item.entity.where} (line {item.entity.line}): importing a {item.kind} needs a token "
+                f"with scope {needed.label!r}"
+            )
+
+
+def _named(kind: str, record: Any) -> str:
+    name = getattr(record, "alias", None) if kind == "snippet" else getattr(record, "name", None)
+    return f"{kind} {name!r}" if name is not None else kind
 
 
 @attrs.frozen
@@ -264,6 +289,7 @@ class TransferService(ServiceBase):
         # Parsing is pure Python and CPU-bound: a thread keeps a large import from stalling the event loop.
         entities = await asyncio.to_thread(load_entities, text, max_bytes=self.max_bytes)
         items = self._check(entities, kind)
+        _check_scope(items)
         async with self.ctx.uow() as uow:
             await self._check_references(uow, items)
             report = await self._write(uow, items, ACCEPTED_KINDS[kind])
@@ -400,6 +426,8 @@ class TransferService(ServiceBase):
                     updated[kind].append(record.id)
                     if kind == "scenario" and old.name != record.name:
                         await uow.runs.rename_scenario(record.id, record.name)
+                done = "updated" if old is not None else "created"
+                await audit.record(uow, "import", kind, record.id, f"{done} {_named(kind, record)} by import")
         return ImportReport(
             created={kind: tuple(ids) for kind, ids in created.items()},
             updated={kind: tuple(ids) for kind, ids in updated.items()},

@@ -15,6 +15,7 @@ from typing import Generic, Self, TypeVar
 
 import attrs
 
+from scenariokit.domain.audit import AuditEntry
 from scenariokit.domain.model import (
     Credential,
     Environment,
@@ -28,6 +29,7 @@ from scenariokit.domain.model import (
 )
 from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.queries import (
+    AuditQuery,
     CredentialQuery,
     EnvironmentQuery,
     ListQuery,
@@ -138,6 +140,28 @@ class RunLease:
     expires_at: datetime
 
 
+@attrs.frozen
+class QueueState:
+    """What waits to be executed: queued runs and the earliest schedule fire, read in one statement."""
+
+    #: runs queued and claimed by no scheduler
+    depth: int
+    #: when the oldest of them was queued; None when none waits
+    oldest_queued_at: datetime | None
+    #: the earliest next fire of an enabled schedule; None when no schedule is enabled
+    next_fire_at: datetime | None
+
+
+@attrs.frozen
+class ScenarioOutcome:
+    """How the latest finished run of a scenario went."""
+
+    scenario_id: uuid.UUID
+    scenario_name: str
+    status: RunStatus
+    duration_seconds: float | None
+
+
 class RunRepository(Repository[Run, RunQuery]):
     """Runs, their log and the leases workers hold on them."""
 
@@ -152,6 +176,18 @@ class RunRepository(Repository[Run, RunQuery]):
     @abc.abstractmethod
     async def renew_lease(self, run_id: uuid.UUID, owner: str, expires_at: datetime) -> bool:
         """Extend the lease ``owner`` holds on a run; False when it no longer holds it."""
+
+    @abc.abstractmethod
+    async def release_lease(self, run_id: uuid.UUID, owner: str) -> bool:
+        """Put an in-progress run ``owner`` leases back in the queue (no lease); False when it does not."""
+
+    @abc.abstractmethod
+    async def queue_state(self) -> QueueState:
+        """How many runs wait unclaimed, since when, and when the next schedule fire is due: one query."""
+
+    @abc.abstractmethod
+    async def last_outcomes(self) -> list[ScenarioOutcome]:
+        """The latest finished run of every scenario that has one (by creation): one query."""
 
     @abc.abstractmethod
     async def expired_leases(self, now: datetime) -> list[RunLease]:
@@ -223,6 +259,18 @@ class ScheduleRepository(Repository[Schedule, ScheduleQuery]):
         """The earliest next fire of an enabled schedule, or None."""
 
 
+class AuditRepository(abc.ABC):
+    """The audit log: entries are added with the write they record and listed, never changed."""
+
+    @abc.abstractmethod
+    async def add(self, item: AuditEntry) -> None:
+        """Record one entry (in the unit of work of the write it describes)."""
+
+    @abc.abstractmethod
+    async def list(self, query: AuditQuery) -> Page[AuditEntry]:
+        """One page of entries, newest first unless the query says otherwise, filtered as it says."""
+
+
 class UnitOfWork(abc.ABC):
     """One transaction over every repository."""
 
@@ -233,6 +281,7 @@ class UnitOfWork(abc.ABC):
     sessions: SessionRepository
     runs: RunRepository
     schedules: ScheduleRepository
+    audit: AuditRepository
 
     async def __aenter__(self) -> Self:
         return self

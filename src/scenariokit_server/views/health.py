@@ -64,6 +64,18 @@ def run_groups(app: web.Application) -> list[str]:
     return list(available_controllers())
 
 
+def left_out(app: web.Application, settings: Settings) -> list[str]:
+    """What this machine could not give the workers, each in words (the pool's, once it started)."""
+    from scenariokit.runner.confinement.sandbox import sandbox_fallback
+
+    scheduler = app.get(keys.SCHEDULER)
+    pool = getattr(scheduler, "pool", None)
+    if pool is not None and getattr(pool, "sandbox_kind", None) is not None:
+        return list(pool.left_out)
+    fallback = sandbox_fallback(settings.sandbox)
+    return [fallback] if fallback else []
+
+
 def browser_build() -> str | None:
     """Which build runs use, with its version and path (see docs/deployment.md), or None."""
     try:
@@ -96,19 +108,22 @@ class BrowserFacts:
     "health",
     "Liveness of the service, its database and the browser",
     description="503 with `database` `unreachable` and `status` `degraded` when the database "
-    "does not answer.",
+    "does not answer; 503 with `status` `draining` once the server is stopping (a load balancer "
+    "sends it nothing new).",
     response=schemas.Health,
     errors=(),
     other_responses={503: schemas.Health},
 )
 async def health(request: web.Request) -> web.Response:
-    """200 when the database answers, 503 otherwise; says whether a browser was found."""
+    """200 when the database answers and the server is not stopping, 503 otherwise; says whether a
+    browser was found."""
     body = await health_report(request.app)
-    return web.json_response(body, status=200 if body["database"] == "ok" else 503)
+    return web.json_response(body, status=200 if body["status"] == "ok" else 503)
 
 
 async def health_report(app: web.Application) -> dict[str, Any]:
-    """The health body: the database pinged, the browser found, the sandbox and control groups in use."""
+    """The health body: the database pinged, the browser found, the sandbox and control groups in use,
+    and whether the server drains."""
     database = "ok"
     try:
         await asyncio.wait_for(keys.app_services(app).store.ping(), PING_TIMEOUT_SECONDS)
@@ -116,12 +131,15 @@ async def health_report(app: web.Application) -> dict[str, Any]:
         log.warning("health: the database does not answer: %s: %s", type(exc).__name__, exc)
         database = "unreachable"
     browser, build = await app[keys.BROWSER_FACTS].get()
+    draining = app[keys.LIFECYCLE].draining
+    status = "draining" if draining else "ok" if database == "ok" else "degraded"
     return {
-        "status": "ok" if database == "ok" else "degraded",
+        "status": status,
         "version": service_version(),
         "database": database,
         "browser": browser,
         "sandbox": sandbox_kind(app, keys.settings(app)),
         "runGroups": run_groups(app),
+        "leftOut": left_out(app, keys.settings(app)),
         "browserBuild": build,
     }

@@ -12,6 +12,7 @@ import sys
 from typing import Any, TypeVar
 
 from scenariokit_client import Client
+from scenariokit_client.api.audit import list_audit
 from scenariokit_client.api.credentials import create_credential, list_credentials
 from scenariokit_client.api.environments import create_environment, list_environments, patch_environment
 from scenariokit_client.api.runs import cancel_run, create_run, get_run, list_runs, list_scenario_runs
@@ -224,6 +225,13 @@ def schedules_and_sessions(client: Client, scenario: Scenario, environment: Envi
     check(must(list_sessions.sync(client=client, page=1, limit=5), "list sessions").total == 0, "no session")
 
 
+def audit(client: Client) -> None:
+    """Every write is in the audit log: the schedule made above, through REST, with no token name."""
+    page = must(list_audit.sync(client=client, resource="schedule", limit=5), "list the audit log")
+    check(page.total == 1 and page.items[0].action == "create", "the schedule's creation is audited")
+    check(page.items[0].door == "rest" and page.items[0].token_name is None, "through REST, without a token")
+
+
 def yaml_round_trip(client: Client, scenario: Scenario) -> None:
     """YAML operations are raw bodies: generators skip application/yaml, so the client's httpx calls them."""
     http = client.get_httpx_client()
@@ -246,6 +254,7 @@ def main(base_url: str) -> None:
         scenario = scenarios(client, staging, credential)
         runs(client, scenario, [staging, production])
         schedules_and_sessions(client, scenario, staging)
+        audit(client)
         yaml_round_trip(client, scenario)
     print("round trip passed")
 

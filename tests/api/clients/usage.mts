@@ -211,6 +211,16 @@ async function schedulesAndSessions(client: Client, scenario: Schemas["Scenario"
     check(sessions.total === 0, "no run saved a session");
 }
 
+/** Every write is in the audit log: the schedule made above, through REST, with no token name. */
+async function audit(client: Client): Promise<void> {
+    const page = must(
+        await client.GET("/api/v1/audit", { params: { query: { resource: "schedule", limit: 5, orderBy: "at" } } }),
+        "list the audit log",
+    );
+    check(page.total === 1 && page.items[0].action === "create", "the schedule's creation is audited");
+    check(page.items[0].door === "rest" && page.items[0].tokenName === null, "through REST, without a token");
+}
+
 /** YAML operations are raw bodies: generators skip application/yaml, so plain fetch calls them. */
 async function yamlRoundTrip(baseUrl: string, scenario: Schemas["Scenario"]): Promise<void> {
     const exported = await fetch(`${baseUrl}/api/v1/scenarios/${scenario.id}/export`);
@@ -232,6 +242,7 @@ async function main(baseUrl: string): Promise<void> {
     const scenario = await scenarios(client, staging, credential);
     await runs(client, scenario, [staging, production]);
     await schedulesAndSessions(client, scenario, staging);
+    await audit(client);
     await yamlRoundTrip(baseUrl, scenario);
     console.log("round trip passed");
 }

@@ -12,7 +12,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -47,8 +46,6 @@ def become_subreaper() -> bool:
     A worker does this so that a process its step code detaches (a new session, its parent exited)
     is still its child, and so in the tree :func:`kill_process_tree` stops.
     """
-    if not sys.platform.startswith("linux"):
-        return False
     import ctypes
 
     try:
@@ -58,9 +55,24 @@ def become_subreaper() -> bool:
         return False
 
 
+#: where the kernel shows its processes, where it does (tests point it elsewhere)
+PROC = Path("/proc")
+
+
+def proc_problem() -> str | None:
+    """Why this process cannot read the machine's processes and its own namespaces from :data:`PROC`
+    (a non-Linux host, a container without it), or None when it can: found by reading them."""
+    try:
+        (PROC / "self" / "stat").read_bytes()
+        (PROC / "self" / "ns" / "pid").stat()
+    except OSError as exc:
+        return f"{PROC} cannot be read here ({exc.strerror or exc})"
+    return None
+
+
 def process_table() -> dict[int, ProcessInfo]:
-    """Every process on the machine by pid (from ``/proc`` on Linux, ``ps`` elsewhere)."""
-    if sys.platform.startswith("linux"):
+    """Every process on the machine by pid (from ``/proc`` where it can be read, else ``ps``)."""
+    if proc_problem() is None:
         return _proc_table()
     output = subprocess.run(
         ["ps", "-A", "-o", "pid=,ppid=,pgid=,stat="], capture_output=True, text=True, check=True
@@ -74,7 +86,7 @@ def process_table() -> dict[int, ProcessInfo]:
 
 def _proc_table() -> dict[int, ProcessInfo]:
     table = {}
-    for entry in Path("/proc").iterdir():
+    for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
         try:

@@ -187,35 +187,114 @@ def bubblewrap_path() -> str | None:
 
 def bubblewrap_works() -> bool:
     """Whether the ``bwrap`` on ``PATH`` starts a process here with the flags workers use."""
+    return bubblewrap_problem() is None
+
+
+def bubblewrap_problem() -> str | None:
+    """Why bubblewrap cannot confine workers here (in words naming what is missing), or None: found by
+    starting a sandbox, never guessed from the system or the user."""
     found = bubblewrap_path()
-    return found is not None and sys.platform.startswith("linux") and _probe(found)
+    if found is None:
+        return "bwrap is not installed (not found on PATH)"
+    return _probe(found)
 
 
 @cache
-def _probe(bwrap: str) -> bool:
+def _probe(bwrap: str) -> str | None:
     """Start ``true`` under ``bwrap`` (once per executable: the answer does not change while we run)."""
     argv = [bwrap, *_base_flags(), "--", "/bin/sh", "-c", "exit 0"]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=20, env={"PATH": os.defpath})
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{bwrap} cannot start a sandbox here: {type(exc).__name__}: {exc}"
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"{bwrap} cannot start a sandbox here: {said[-1] if said else f'exit {done.returncode}'}"
+    return None
+
+
+#: Run by :func:`sandbox_join_problem` in a fresh interpreter: join the namespaces of the process
+#: whose pid is its argument, as the zygotes join a worker's sandbox.
+_JOIN_PROBE = (
+    "import ctypes,os,sys\n"
+    "fd=os.pidfd_open(int(sys.argv[1]))\n"
+    "if ctypes.CDLL(None,use_errno=True).setns(fd,0x20000000|0x00020000|0x08000000)!=0:\n"
+    "    sys.exit('setns: '+os.strerror(ctypes.get_errno()))"
+)
+
+
+@cache
+def sandbox_join_problem(bwrap: str) -> str | None:
+    """Why a process of this service cannot join a bubblewrap sandbox's PID, mount and IPC namespaces
+    (what both zygotes do to start a worker or a driver in one), or None: found by starting a sandbox
+    and joining it, once per process.
+
+    A service running as root can; an ordinary user's bubblewrap puts the sandbox in a user namespace
+    of its own, and joining namespaces owned by it needs ``CAP_SYS_ADMIN`` in the service's own user
+    namespace too, which such a user does not have (docs/deployment.md).
+    """
+    info_read, info_write = os.pipe()
+    try:
+        box = subprocess.Popen(
+            [bwrap, *_base_flags(), "--info-fd", str(info_write), "--", "/bin/sh", "-c", "read _"],
+            pass_fds=(info_write,),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={"PATH": os.defpath},
+        )
+    except OSError as exc:
+        os.close(info_read)
+        return f"{bwrap} did not start: {exc}"
+    finally:
+        os.close(info_write)
+    try:
+        with os.fdopen(info_read, "rb") as info:
+            described = info.read()
+        child = int(json.loads(described)["child-pid"])
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _JOIN_PROBE, str(child)],
+            capture_output=True,
+            timeout=20,
+            env={},
+        )
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
+        return f"no sandbox to join: {type(exc).__name__}: {exc}"
+    finally:
+        assert box.stdin is not None
+        box.stdin.close()
+        box.kill()
+        box.wait()
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        why = said[-1] if said else f"exit {done.returncode}"
+        return f"a sandbox's namespaces cannot be joined from outside it ({why})"
+    return None
 
 
 def resolve_sandbox(mode: SandboxMode) -> SandboxKind:
     """What ``mode`` gives here; :class:`SandboxUnavailable` when bubblewrap is required and absent."""
     if mode == "off":
         return "none"
-    if bubblewrap_works():
+    why = bubblewrap_problem()
+    if why is None:
         return "bubblewrap"
     if mode == "bubblewrap":
-        found = bubblewrap_path()
-        why = f"{found} cannot start a sandbox here" if found else "bwrap is not installed"
         raise SandboxUnavailable(
             f"{SANDBOX_ENV}=bubblewrap but {why}: install the bubblewrap package (apt-get install "
-            f"bubblewrap), or set {SANDBOX_ENV}=auto or off"
+            f"bubblewrap) where user namespaces are allowed, or set {SANDBOX_ENV}=auto or off"
         )
     return "none"
+
+
+def sandbox_fallback(mode: SandboxMode) -> str | None:
+    """What ``auto`` left out here, in words for the start-up log and ``/health``; None when nothing."""
+    if mode != "auto":
+        return None
+    why = bubblewrap_problem()
+    if why is None:
+        return None
+    return f"bubblewrap: {why}; workers run without a sandbox ({SANDBOX_ENV}=auto)"
 
 
 def sandbox_status(mode: SandboxMode) -> SandboxKind:

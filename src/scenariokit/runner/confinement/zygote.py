@@ -13,6 +13,7 @@ that worker is started by exec as before and the zygote is started again (docs/s
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -24,10 +25,11 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from scenariokit.domain.errors import ScenarioKitError
-from scenariokit.runner.confinement.sandbox import SandboxKind
+from scenariokit.runner.confinement.processes import proc_problem
+from scenariokit.runner.confinement.sandbox import SandboxKind, bubblewrap_path, sandbox_join_problem
+from scenariokit.runner.protocol import ForkRequest, encode_frame
 
 logger = logging.getLogger(__name__)
 
@@ -58,15 +60,43 @@ class _Overdue(ZygoteUnavailable):
 
 
 def zygote_supported(kind: SandboxKind) -> bool:
-    """Whether workers under ``kind`` can be forked by a zygote here.
+    """Whether workers under ``kind`` can be forked by a zygote here (:func:`zygote_problem` says why not)."""
+    return zygote_problem(kind) is None
 
-    Without a sandbox, always (on Linux). Under bubblewrap, when the service runs as root: joining a
-    sandbox's namespaces needs ``CAP_SYS_ADMIN`` over them, which another user has only inside
-    bubblewrap's own user namespace; such a service's workers start by exec.
+
+def zygote_problem(kind: SandboxKind) -> str | None:
+    """Why a zygote cannot fork workers under ``kind`` here, or None: each capability it needs is tried.
+
+    It watches its workers by pidfd (Linux 5.4) and reads ``/proc``; under bubblewrap it joins each
+    worker's sandbox, which needs ``CAP_SYS_ADMIN`` over the sandbox's namespaces: a service running as
+    root has it, an ordinary user's does not (its bubblewrap makes a user namespace of its own), and
+    such a service's workers start by exec.
     """
-    if not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open") or not hasattr(os, "P_PIDFD"):
-        return False  # the zygote watches its workers by pidfd (Linux 5.4)
-    return kind == "none" or os.geteuid() == 0
+    why = pidfd_problem() or proc_problem()
+    if why is None and kind == "bubblewrap":
+        bwrap = bubblewrap_path()
+        why = "bwrap is not installed" if bwrap is None else sandbox_join_problem(bwrap)
+    return why
+
+
+@functools.cache
+def pidfd_problem() -> str | None:
+    """Why this process cannot watch a process by pidfd (``pidfd_open`` and ``waitid(P_PIDFD)``), or None."""
+    if not hasattr(os, "pidfd_open") or not hasattr(os, "P_PIDFD"):
+        return "this Python has no pidfd_open or P_PIDFD"
+    try:
+        pidfd = os.pidfd_open(os.getpid())
+    except OSError as exc:
+        return f"pidfd_open: {exc.strerror or exc}"
+    try:
+        os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
+    except ChildProcessError:  # the call is there: this process is just not its own child
+        pass
+    except OSError as exc:
+        return f"waitid(P_PIDFD): {exc.strerror or exc}"
+    finally:
+        os.close(pidfd)
+    return None
 
 
 class ForkedWorker:
@@ -201,7 +231,7 @@ class Zygote:
             self._stop()
             raise ZygoteUnavailable(f"the zygote did not come up: {said.decode('utf-8', 'replace')}")
 
-    def fork(self, request: dict[str, Any], fds: Sequence[int]) -> ForkedWorker:
+    def fork(self, request: ForkRequest, fds: Sequence[int]) -> ForkedWorker:
         """Have the zygote fork a worker (blocking): ``fds`` are its channel, stdout, stderr (and pidfd).
 
         Raises :class:`ZygoteUnavailable` when it cannot; a dead zygote is started again first (at
@@ -214,7 +244,7 @@ class Zygote:
                 control = self._control
                 if control is None:
                     raise ZygoteUnavailable("the zygote is not running")
-                socket.send_fds(control, [json.dumps(request).encode()], [*fds[:3], write_end, *fds[3:]])
+                socket.send_fds(control, [encode_frame(request)], [*fds[:3], write_end, *fds[3:]])
         except OSError as exc:
             os.close(read_end)
             raise ZygoteUnavailable(f"the zygote took no request: {exc}") from exc

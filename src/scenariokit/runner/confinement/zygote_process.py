@@ -10,10 +10,11 @@ environment, directory and user exactly as a worker started by exec does
 its exit status to the pool. docs/security.md says why a worker forked so is confined as one started
 by exec is.
 
-A request is one datagram on the control socket: JSON (``env``, ``cwd``, ``uid``, ``sandbox``,
-``groups``) and the descriptors of the worker's channel, standard output and error, the status pipe
-(where ``pid N``, ``started`` or ``error …`` and ``exit N`` lines go to the pool), under bubblewrap a
-pidfd of the sandbox's first process, and the ``cgroup.procs`` files of the run's control group.
+A request is one datagram on the control socket: a :class:`.protocol.ForkRequest` frame (``env``,
+``cwd``, ``uid``, ``sandbox``, ``groups``; anything else is refused) and the descriptors of the
+worker's channel, standard output and error, the status pipe (where ``pid N``, ``started`` or
+``error …`` and ``exit N`` lines go to the pool), under bubblewrap a pidfd of the sandbox's first
+process, and the ``cgroup.procs`` files of the run's control group.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import ctypes
 import fcntl
 import functools
 import gc
-import json
 import os
 import select
 import socket
@@ -31,6 +31,8 @@ import sys
 import threading
 import traceback
 from typing import Any, NoReturn
+
+from scenariokit.runner.protocol import ForkRequest, decode_frame
 
 #: the largest request (its environment is the largest part)
 MAX_REQUEST_BYTES = 256 * 1024
@@ -106,7 +108,8 @@ def serve(control_fd: int) -> None:
                 listening = False
                 continue
             try:
-                _fork_worker(control, own_pid_namespace, shared, json.loads(data), fds, workers)
+                request = decode_frame(data, (ForkRequest,))
+                _fork_worker(control, own_pid_namespace, shared, request, fds, workers)
             except Exception as exc:  # the pool sees the status pipe close without a pid: it starts by exec
                 print(f"scenariokit zygote: request refused: {type(exc).__name__}: {exc}", file=sys.stderr)
             finally:
@@ -186,7 +189,7 @@ def _fork_worker(
     control: socket.socket,
     own_pid_namespace: int,
     shared: dict[str, int],
-    request: dict[str, Any],
+    request: ForkRequest,
     fds: list[int],
     workers: _Workers,
 ) -> None:
@@ -197,14 +200,14 @@ def _fork_worker(
     worker may be born in this one's sandbox). The worker joins the sandbox's mount and IPC
     namespaces itself (:func:`_become_worker`).
     """
-    if len(fds) < 4 or (request.get("sandbox") is not None and len(fds) < 5):
+    sandbox = request.sandbox
+    if len(fds) < 4 + (sandbox is not None) + request.groups:
         raise ValueError(f"{len(fds)} descriptors are not a request's")
     if threading.active_count() != 1:  # a forked thread's locks would be held forever
         raise RuntimeError("the zygote runs a thread")
-    sandbox = request.get("sandbox")
     expected: dict[str, int] = {}
     if sandbox is not None:
-        expected = {**shared, **{name: int(sandbox[name]) for name in SANDBOX_NAMESPACES}}
+        expected = {**shared, **{name: getattr(sandbox, name) for name in SANDBOX_NAMESPACES}}
         _check(_libc().setns(fds[4], CLONE_NEWPID), "setns")
     try:
         worker = os.fork()
@@ -265,16 +268,16 @@ def _namespace(name: str, pid: str = "self") -> int:
 
 
 def _become_worker(
-    control: socket.socket, request: dict[str, Any], fds: list[int], expected: dict[str, int]
+    control: socket.socket, request: ForkRequest, fds: list[int], expected: dict[str, int]
 ) -> NoReturn:
     """The worker: in the run's control group and its sandbox, confined as one started by exec is,
     then :func:`.worker.worker_entry`. ``expected`` are the namespaces it must find itself in."""
     channel, out, err, status = fds[:4]
     try:
         control.close()  # nothing forked from here ever holds the zygote's control socket
-        sandbox = request.get("sandbox")
+        sandbox = request.sandbox
         groups = fds[5:] if sandbox is not None else fds[4:]
-        for group in groups[: int(request.get("groups", 0))]:  # the run's control group: the worker
+        for group in groups[: request.groups]:  # the run's control group: the worker
             os.write(group, b"0")  # is in it before it runs anything of its own, and so is all it starts
         for group in groups:
             os.close(group)
@@ -290,11 +293,10 @@ def _become_worker(
 
         tempfile.tempdir = None  # found again from this worker's TMPDIR
         os.environ.clear()
-        os.environ.update(request["env"])
-        os.chdir(request["cwd"])
-        uid = request.get("uid")
-        if uid is not None:
-            _drop_to(int(uid))
+        os.environ.update(request.env)
+        os.chdir(request.cwd)
+        if request.uid is not None:
+            _drop_to(request.uid)
         if expected:  # bubblewrap's own promise to what it runs: no way back to more privileges
             _check(_libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
         sys.argv = ["-c"]

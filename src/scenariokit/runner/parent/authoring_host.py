@@ -54,7 +54,6 @@ from scenariokit.runner.protocol import (
     Report,
     RunReport,
     StartAuthoring,
-    plain_ids,
     seconds,
 )
 from scenariokit.runner.worker.masking import LogMasker, mask_text
@@ -137,7 +136,6 @@ class AuthoringHost:
         launch = self._pool.launch
         if launch is None:
             raise AuthoringUnavailable("no worker can start here: the browser or the sandbox is missing")
-        job = plain_ids(job)  # the replayed steps' ids come back in the reply's results
         live = _Live(record=record, job=job, last_used=self._now())
         self._live[record.id] = live  # counted against the cap while it starts
         live.busy += 1

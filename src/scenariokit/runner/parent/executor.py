@@ -53,7 +53,7 @@ from scenariokit.runner.confinement.driver_snapshot import (
     warm_up_options,
 )
 from scenariokit.runner.confinement.driver_zygote import DriverZygote
-from scenariokit.runner.confinement.processes import kill_process_tree
+from scenariokit.runner.confinement.processes import kill_process_tree, proc_problem
 from scenariokit.runner.confinement.sandbox import (
     POOL_DIR_PREFIX,
     SANDBOX_RUN_DIR,
@@ -65,6 +65,8 @@ from scenariokit.runner.confinement.sandbox import (
     node_cache_filler,
     remove_dir,
     resolve_sandbox,
+    sandbox_fallback,
+    sandbox_join_problem,
     seal_node_cache,
     worker_command,
 )
@@ -72,6 +74,7 @@ from scenariokit.runner.confinement.zygote import (
     Zygote,
     ZygoteUnavailable,
     zygote_environment,
+    zygote_problem,
     zygote_supported,
 )
 from scenariokit.runner.parent.run_watch import RunWatch
@@ -88,16 +91,15 @@ from scenariokit.runner.protocol import (
     Report,
     RunReport,
     StartRun,
+    WorkerOptions,
     failed_run,
     finished_run,
     mask_event,
-    plain_ids,
     step_label,
     syntax_failure,
 )
 from scenariokit.runner.worker.browser import BrowserConfig, discover_browser
 from scenariokit.runner.worker.masking import LogMasker, mask_text
-from scenariokit.runner.worker.process import WorkerOptions
 from scenariokit.runner.worker.stepcode import check_syntax
 
 logger = logging.getLogger(__name__)
@@ -170,6 +172,8 @@ class WorkerPool:
         self._sandbox = sandbox if sandbox is not None else SandboxConfig.from_env()
         #: what confines the workers once started: ``"bubblewrap"`` or ``"none"``
         self.sandbox_kind: SandboxKind | None = None
+        #: what this machine could not give the workers, each in words (the start-up log, ``/health``)
+        self.left_out: list[str] = []
         self._pool_dir: Path | None = None
         self._on_browser_closed = on_browser_closed
         self._workers: set[WorkerHandle] = set()
@@ -198,11 +202,21 @@ class WorkerPool:
         browser = self._browser or discover_browser()
         kind = await asyncio.to_thread(resolve_sandbox, self._sandbox.mode)
         self.sandbox_kind = kind
+        if kind == "none" and (fallback := await asyncio.to_thread(sandbox_fallback, self._sandbox.mode)):
+            self._leave_out(fallback)
         self._pool_dir = await asyncio.to_thread(make_pool_dir)
         limits = self._sandbox.limits
         self.run_groups = await asyncio.to_thread(
             open_run_groups, limits.memory_mb, limits.processes, tag=self._pool_dir.name
         )
+        if self.run_groups is None:
+            self._leave_out(
+                f"control groups: this process may make none here; each run's memory limit "
+                f"({limits.memory_mb} MiB) binds its worker's Python by rlimits alone, "
+                "not its browser and driver"
+            )
+        if (why := await asyncio.to_thread(proc_problem)) is not None:
+            self._leave_out(f"/proc: {why}; a run's processes are found with ps")
         options = WorkerOptions(
             browser=browser, session_keepalive=self._session_keepalive, limits=self._sandbox.limits
         )
@@ -228,15 +242,24 @@ class WorkerPool:
 
     async def _start_zygote(self, kind: SandboxKind, pool_dir: Path) -> Zygote | None:
         """The fork server the workers start from, where it can serve; None: they start by exec."""
-        if not self._sandbox.zygote or not zygote_supported(kind):
+        if not self._sandbox.zygote:
+            return None
+        if not await asyncio.to_thread(zygote_supported, kind):
+            why = await asyncio.to_thread(zygote_problem, kind)
+            self._leave_out(f"the worker zygote: {why or 'not supported here'}; workers start by exec")
             return None
         zygote = Zygote(zygote_environment(kind, pool_dir, self._sandbox.pass_env))
         try:
             await asyncio.to_thread(zygote.start)
         except ZygoteUnavailable as exc:
-            logger.warning("workers start by exec: %s", exc)
+            self._leave_out(f"the worker zygote: {exc}; workers start by exec")
             return None
         return zygote
+
+    def _leave_out(self, what: str) -> None:
+        """Say (in the log, and in ``/health``) that this machine could not give the workers ``what``."""
+        logger.warning("left out: %s", what)
+        self.left_out.append(what)
 
     @property
     def zygote(self) -> Zygote | None:
@@ -317,6 +340,13 @@ class WorkerPool:
         scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix + "warming-"))
         sandboxed = kind == "bubblewrap"
         try:
+            bwrap = bubblewrap_path()
+            if (
+                sandboxed
+                and bwrap is not None
+                and (why := await asyncio.to_thread(sandbox_join_problem, bwrap))
+            ):
+                raise RuntimeError(f"it cannot start a driver in a worker's sandbox: {why}")
             as_worker = NodeCache(compile_cache=compile_cache, snapshot=snapshot, zygote=folder)
             env = {**self._workers_driver_environment(kind, folder, as_worker), **driver_variables()}
             fallback = f"{SANDBOX_DRIVER_SNAPSHOT if sandboxed else snapshot}/{LAUNCHER_NAME}"
@@ -333,8 +363,9 @@ class WorkerPool:
             logger.info("Playwright driver zygote started: each run's driver is forked from it")
             return zygote
         except Exception as exc:  # workers start their drivers as before
-            logger.warning(
-                "no Playwright driver zygote, workers start their drivers: %s: %s", type(exc).__name__, exc
+            self._leave_out(
+                f"the Playwright driver zygote: {type(exc).__name__}: {exc}; "
+                "each run's worker starts its driver"
             )
             await asyncio.to_thread(remove_dir, folder)
             return None
@@ -458,6 +489,21 @@ class WorkerPool:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+    async def retired(self) -> None:
+        """Wait until every worker whose run ended (or was abandoned) has been killed."""
+        while self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
+
+    @property
+    def busy_workers(self) -> int:
+        """How many workers execute a run now."""
+        return sum(1 for run in self._active.values() if run.worker is not None)
+
+    @property
+    def session_workers(self) -> int:
+        """How many workers only hold a saved session's browser open (their run finished)."""
+        return len({worker for worker in self._session_owner.values() if worker.current_run is None})
 
     @property
     def ready_workers(self) -> int:
@@ -685,7 +731,7 @@ class WorkerPool:
         run.worker = worker
         worker.current_run = job.run_id
         finished = False
-        inside = attrs.evolve(plain_ids(job), artifacts_dir=Path(f"{worker.inner_dir}/artifacts"))
+        inside = attrs.evolve(job, artifacts_dir=Path(f"{worker.inner_dir}/artifacts"))
         try:
             if not await worker.send(StartRun(inside)):
                 run.inbox.put_nowait(WorkerGone(None))

@@ -40,6 +40,7 @@ from scenariokit.domain.model import (
     skip_remaining,
     utcnow,
 )
+from scenariokit.logs import about_run
 from scenariokit.runner.confinement.sandbox import SandboxConfig, store_paths
 from scenariokit.runner.parent.authoring_host import AuthoringHost
 from scenariokit.runner.parent.executor import WorkerPool
@@ -55,6 +56,27 @@ CANCEL_POLL_SECONDS = 0.4
 LOG_FLUSH_SECONDS = 0.25
 #: The pauses between attempts to store a run's outcome; after the last, the run is failed instead.
 FINISH_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
+#: How long a drain that ran out still waits for outcomes being stored before it hands runs back.
+FINISH_WAIT_SECONDS = 5.0
+
+
+async def _wait_for_any(
+    tasks: set[asyncio.Task[Any]], seconds: float, cut_short: asyncio.Event | None
+) -> None:
+    """Wait until every task is done, ``seconds`` have passed or ``cut_short`` is set, whichever is first."""
+    stop = asyncio.ensure_future(cut_short.wait()) if cut_short is not None else None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    try:
+        while (pending := {task for task in tasks if not task.done()}) and not (stop and stop.done()):
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            await asyncio.wait(pending | ({stop} if stop else set()), timeout=left,
+                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+    finally:
+        if stop is not None:
+            stop.cancel()
 
 
 def default_owner() -> str:
@@ -79,6 +101,8 @@ class _Execution:
     closed: BrowserClosed | None = None
     #: the failed attempts tried again (the scenario's retries), oldest first
     attempts: list[RunAttempt] = attrs.field(factory=list)
+    #: the task executing it
+    task: asyncio.Task[None] | None = None
 
 
 class _Executing(Container[uuid.UUID]):
@@ -135,6 +159,10 @@ class Scheduler:
         self._session_runs: dict[uuid.UUID, uuid.UUID] = {}  # session id -> run id
         self._no_browser: BrowserUnavailable | None = None
         self._claiming = False
+        #: set by :meth:`drain`: no run is claimed any more
+        self.draining = False
+        #: the runs :meth:`drain` put back in the queue
+        self.handed_back: list[uuid.UUID] = []
         #: the live authoring sessions held beside the runs (set by :meth:`start`)
         self.authoring: AuthoringHost | None = None
 
@@ -181,6 +209,69 @@ class Scheduler:
             self.authoring = None
         if self._no_browser is None:
             await self.pool.close()
+
+    async def drain(self, seconds: float, *, cut_short: asyncio.Event | None = None) -> list[uuid.UUID]:
+        """Stop claiming, let the runs under way finish for up to ``seconds``, hand the rest back.
+
+        A run handed back goes to the queue again, with no lease, and starts over on whichever
+        scheduler sharing the store claims it next (docs/deployment.md, "Rolling restarts"): it is not
+        failed as ``worker_lost``. ``cut_short`` (a second SIGTERM, say) ends the wait at once. Leases
+        are renewed and cancels followed meanwhile; :meth:`close` still stops the workers afterwards.
+        Returns the ids handed back.
+        """
+        self.draining = True
+        await self._stop_claiming()
+        pending = {task for task in self._tasks if not task.done()}
+        if pending:
+            log.info("draining: waiting up to %g s for %d run(s) under way", seconds, len(pending))
+            await _wait_for_any(pending, seconds, cut_short)
+        if cut_short is not None and cut_short.is_set():
+            why = "its drain was cut short (stopped again)"
+        else:
+            why = f"the run did not finish within its drain of {seconds:g} s"
+        return await self._hand_back_unfinished(why)
+
+    async def _stop_claiming(self) -> None:
+        """End the claim loop, never in the middle of a claim (a run it leased would have no executor)."""
+        self._wake.set()
+        claim = next((task for task in self._loops if task.get_name() == "scenariokit-claim"), None)
+        while claim is not None and not claim.done():
+            if not self._claiming:
+                claim.cancel()
+            await asyncio.wait({claim}, timeout=0.05)
+
+    async def _hand_back_unfinished(self, why: str) -> list[uuid.UUID]:
+        """Stop the runs still under way and put each back in the queue (the drain's end)."""
+        unfinished = dict(self._running)
+        if not unfinished:
+            return []
+        storing = {e.task for e in unfinished.values() if e.finishing and e.task is not None}
+        if storing:  # its outcome is being written: a cancel would roll that back and run it twice
+            await _wait_for_any(storing, FINISH_WAIT_SECONDS, None)
+        unfinished = dict(self._running)
+        tasks = [e.task for e in unfinished.values() if e.task is not None and not e.task.done()]
+        for task in tasks:
+            task.cancel()  # the pool abandons each run's worker: it is killed, never reports again
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.pool.retired()  # no step code of these runs goes on while another takes them
+        handed: list[uuid.UUID] = []
+        reason = (
+            f"handed back to the queue: {self.owner} is stopping and {why}; "
+            "the next scheduler to claim it starts it again"
+        )
+        for run_id, execution in unfinished.items():
+            self._running.pop(run_id, None)
+            await self._flush(execution)
+            try:
+                if await self.services.runs.hand_back(run_id, self.owner, reason):
+                    handed.append(run_id)
+            except Exception:  # its lease runs out instead, and a reaper fails it as worker_lost
+                log.exception("handing run %s back to the queue failed", run_id)
+        if handed:
+            log.warning("draining: handed %d run(s) back to the queue: %s", len(handed),
+                        ", ".join(str(run_id) for run_id in handed))  # fmt: skip
+        self.handed_back.extend(handed)
+        return handed
 
     async def __aenter__(self) -> Scheduler:
         await self.start()
@@ -234,8 +325,11 @@ class Scheduler:
     # --- loops ----------------------------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
-        while True:
+        while not self.draining:
             await self._slots.acquire()
+            if self.draining:
+                self._slots.release()
+                return
             self._claiming = True
             claim_started = utcnow()
             try:
@@ -260,15 +354,19 @@ class Scheduler:
                 RunLogEntry(run_id=run.id, level="debug", message=f"claimed by {self.owner}")
             )
             self._running[run.id] = execution
-            task = asyncio.create_task(self._execute(execution), name=f"scenariokit-run-{run.id}")
+            with about_run(run.id):  # the run's task, and what it starts, log with its runId
+                task = asyncio.create_task(self._execute(execution), name=f"scenariokit-run-{run.id}")
+            execution.task = task
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
     async def _execute(self, execution: _Execution) -> None:
+        log.info("run %s claimed by %s", execution.run_id, self.owner)
         outcome = await self._attempt(execution)
         while (delay := self._retry_delay(execution, outcome)) is not None:
             outcome = await self._try_again(execution, outcome, delay)
         await self._finish(execution, outcome)
+        log.info("run %s finished: %s", execution.run_id, outcome.status)
 
     def _retry_delay(self, execution: _Execution, outcome: RunFinished) -> float | None:
         """Seconds before the run is tried again, or None when ``outcome`` is the run's outcome."""

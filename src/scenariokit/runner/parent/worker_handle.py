@@ -5,9 +5,9 @@ here, :func:`.sandbox.sandbox_command`), or started with its own command line
 (:func:`.sandbox.worker_command`) where the zygote cannot serve: either way a minimal environment,
 its private directory, under bubblewrap when the pool has it, and with its standard output and
 error piped back to the pool, so nothing it writes reaches the server's own log. Reports
-are read by a thread that blocks on the pipe and hands each one to the event loop, so the loop never
-blocks on a worker, whatever state that worker is in; they are decoded with
-:func:`.protocol.decode_report`, never trusted as pickles.
+are read by a thread that blocks on the worker's channel and hands each one to the event loop, so
+the loop never blocks on a worker, whatever state that worker is in; they are typed frames
+(:class:`.protocol.Channel`), and anything else is logged, naming the worker, and skipped.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, Literal
 
@@ -51,14 +50,18 @@ from scenariokit.runner.confinement.sandbox import (
 from scenariokit.runner.confinement.zygote import FORK_SECONDS, ForkedWorker, Zygote, ZygoteUnavailable
 from scenariokit.runner.protocol import (
     MAX_REPORT_BYTES,
+    REPORT_TYPES,
+    Channel,
     Command,
+    ForkRequest,
     Report,
+    SandboxNamespaces,
     Shutdown,
-    UnreadableReport,
+    UnreadableFrame,
+    WorkerOptions,
     WorkerReady,
-    decode_report,
 )
-from scenariokit.runner.worker.process import WorkerOptions
+from scenariokit.runner.worker.masking import mask_text
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +118,7 @@ class WorkerHandle:
         self._process: subprocess.Popen[bytes] | None = None
         #: the worker the zygote forked, if it came to exist that way
         self._forked: ForkedWorker | None = None
-        self._conn: Connection | None = None
+        self._conn: Channel | None = None
         self._send_lock = asyncio.Lock()
         self._killed = threading.Lock()
         self._bubblewrap = False
@@ -183,7 +186,7 @@ class WorkerHandle:
                 logger.warning("worker started by exec: %s", exc)
         if parent_end is None:
             parent_end, outputs = self._exec(uid)
-        self._conn = Connection(parent_end.detach())
+        self._conn = Channel(parent_end)
         self._conn.send(launch.options)
 
         def deliver(report: Report | WorkerGone) -> None:
@@ -269,7 +272,8 @@ class WorkerHandle:
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         given = [child_end.fileno(), out_write, err_write]
-        request: dict[str, object] = {"uid": uid}
+        sandbox: SandboxNamespaces | None = None
+        groups = 0
         try:
             if launch.kind == "bubblewrap":
                 info_read, info_write = os.pipe()
@@ -295,16 +299,17 @@ class WorkerHandle:
                 finally:
                     os.close(info_write)
                 self._bubblewrap = True
-                pidfd, namespaces = await asyncio.to_thread(_sandbox_ready, self._process, info_read)
+                pidfd, sandbox = await asyncio.to_thread(_sandbox_ready, self._process, info_read)
                 given.append(pidfd)
-                request["sandbox"] = namespaces
             else:
                 command = worker_plan("none", self.run_dir, launch.config, None, node_cache=launch.node_cache)
             if self.group is not None:  # the worker joins it before it runs anything of its own
                 for name in self.group.procs_files:
                     given.append(os.open(name, os.O_WRONLY | os.O_CLOEXEC))
-                request["groups"] = len(self.group.procs_files)
-            request.update(env=command.env, cwd=command.inner_dir)
+                groups = len(self.group.procs_files)
+            request = ForkRequest(
+                env=command.env, cwd=command.inner_dir, uid=uid, sandbox=sandbox, groups=groups
+            )
             self.inner_dir = command.inner_dir
             forking = asyncio.ensure_future(asyncio.to_thread(zygote.fork, request, given))
             try:
@@ -348,11 +353,13 @@ class WorkerHandle:
         while True:
             report: Report | WorkerGone
             try:
-                report = decode_report(self._conn.recv_bytes(MAX_REPORT_BYTES))
+                report = self._conn.receive(REPORT_TYPES, MAX_REPORT_BYTES)
             except (EOFError, OSError):
                 report = WorkerGone(self._wait_for_exit())
-            except UnreadableReport as exc:  # not ours to act on: say so, keep reading
-                logger.warning("unreadable report from worker %s: %s", self.pid, exc)
+            except UnreadableFrame as exc:  # not ours to act on: say so (never a secret of its run), read on
+                why = mask_text(str(exc), self.secrets)
+                run = f" (run {self.current_run})" if self.current_run is not None else ""
+                logger.warning("unreadable report from worker %s%s: %s", self.pid, run, why)
                 continue
             try:
                 loop.call_soon_threadsafe(deliver, report)
@@ -390,7 +397,7 @@ class WorkerHandle:
                 return False
             try:
                 await asyncio.to_thread(self._conn.send, command)
-            except (OSError, TypeError):  # TypeError: closed by the reader thread meanwhile
+            except (OSError, ValueError):  # closed by the reader thread meanwhile
                 return False
         return True
 
@@ -501,7 +508,7 @@ def _readable(fd: int, deadline: float) -> bool:
     return True
 
 
-def _sandbox_ready(process: subprocess.Popen[bytes], info: int) -> tuple[int, dict[str, int]]:
+def _sandbox_ready(process: subprocess.Popen[bytes], info: int) -> tuple[int, SandboxNamespaces]:
     """A pidfd of a new sandbox's first process and its namespaces, once every mount is in place.
 
     bubblewrap writes its first process's host pid to ``info`` before setting the sandbox up; the
@@ -533,5 +540,7 @@ def _sandbox_ready(process: subprocess.Popen[bytes], info: int) -> tuple[int, di
     except BaseException:
         os.close(pidfd)
         raise
-    namespaces = {name: int(described[f"{name}-namespace"]) for name in ("mnt", "pid", "ipc")}
+    namespaces = SandboxNamespaces(
+        **{name: int(described[f"{name}-namespace"]) for name in ("mnt", "pid", "ipc")}
+    )
     return pidfd, namespaces

@@ -20,22 +20,22 @@ import threading
 import time
 import uuid
 from collections.abc import Coroutine
-from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
-import attrs
 from playwright.async_api import async_playwright
 
 from scenariokit.domain.job import RunEvent, RunJob, SessionReleased
 from scenariokit.domain.model import RunError, RunErrorKind, utcnow
 from scenariokit.runner.confinement.driver_zygote import use_forked_drivers
 from scenariokit.runner.confinement.processes import become_subreaper, process_tree
-from scenariokit.runner.confinement.sandbox import ResourceLimits, apply_limits
+from scenariokit.runner.confinement.sandbox import apply_limits
 from scenariokit.runner.protocol import (
+    COMMAND_TYPES,
+    MAX_COMMAND_BYTES,
     AuthoringExec,
     AuthoringLook,
     CancelRun,
+    Channel,
     Command,
     ReleaseSession,
     Report,
@@ -43,12 +43,13 @@ from scenariokit.runner.protocol import (
     Shutdown,
     StartAuthoring,
     StartRun,
+    UnreadableFrame,
+    WorkerOptions,
     WorkerReady,
     finished_run,
     mask_event,
 )
 from scenariokit.runner.worker.authoring import AuthoringLive
-from scenariokit.runner.worker.browser import BrowserConfig
 from scenariokit.runner.worker.execution import (
     BROWSER_CALL_TIMEOUT_SECONDS,
     HeldSession,
@@ -64,32 +65,23 @@ logger = logging.getLogger(__name__)
 SHUTDOWN_STEP_SECONDS = 5.0
 
 
-@attrs.frozen
-class WorkerOptions:
-    """What a worker process is started with."""
-
-    browser: BrowserConfig
-    #: seconds a saved session's browser is kept open unless released sooner
-    session_keepalive: float = 600.0
-    limits: ResourceLimits = attrs.field(factory=ResourceLimits)
-    #: where the run writes its screenshots and trace (the pool moves them to the artifacts folder)
-    artifacts_dir: Path | None = None
-
-
 #: How long a worker whose pool is gone may take to close its browsers before it is ended hard.
 ORPHAN_GRACE_SECONDS = 5.0
 
 
 def worker_entry(fd: int) -> None:
-    """Entry point of a worker process started by the pool: its options come first over the pipe."""
-    conn = Connection(fd)
-    options = conn.recv()
-    if not isinstance(options, WorkerOptions):
-        raise SystemExit("scenariokit worker: expected WorkerOptions from the pool")
+    """Entry point of a worker process started by the pool: its options come first over the channel."""
+    conn = Channel.from_fd(fd)
+    try:
+        options = conn.receive((WorkerOptions,), MAX_COMMAND_BYTES)
+    except (EOFError, OSError, UnreadableFrame) as exc:
+        raise SystemExit(
+            f"scenariokit worker: expected WorkerOptions from the pool: {type(exc).__name__}: {exc}"
+        ) from None
     worker_main(conn, options)
 
 
-def worker_main(conn: Connection, options: WorkerOptions) -> None:
+def worker_main(conn: Channel, options: WorkerOptions) -> None:
     """Run the worker on ``conn`` until its run (and any session it saved) is over."""
     if hasattr(os, "setpgrp"):
         os.setpgrp()  # own process group: the pool kills the worker, its driver and browsers together
@@ -107,7 +99,7 @@ def worker_main(conn: Connection, options: WorkerOptions) -> None:
 class Worker:
     """Serves commands from the pool until its one run is over or the pool goes away."""
 
-    def __init__(self, conn: Connection, options: WorkerOptions) -> None:
+    def __init__(self, conn: Channel, options: WorkerOptions) -> None:
         self._conn = conn
         self._options = options
         self._hooks = PluginHooks(None)
@@ -147,7 +139,10 @@ class Worker:
         """Pipe reader thread: hands each command to the loop; the pool going away means shut down."""
         while True:
             try:
-                command: Command = self._conn.recv()
+                command: Command = self._conn.receive(COMMAND_TYPES, MAX_COMMAND_BYTES)
+            except UnreadableFrame as exc:  # the pool's own frames are all readable: a bug, say so
+                logger.warning("unreadable command from the pool: %s", exc)
+                continue
             except (EOFError, OSError):
                 command = Shutdown()
                 threading.Thread(target=self._exit_when_stuck, name="orphan-guard", daemon=True).start()
@@ -175,6 +170,8 @@ class Worker:
             self._conn.send(report)
         except OSError as exc:  # the pool is gone; the pipe reader will see it and shut us down
             logger.warning("cannot report to the pool: %s", exc)
+        except (TypeError, ValueError) as exc:  # a value no frame carries: a bug, the run must still end
+            logger.warning("cannot report %s to the pool: %s", type(report).__name__, exc)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.ensure_future(coro)

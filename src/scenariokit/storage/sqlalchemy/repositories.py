@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from scenariokit.domain.audit import AuditEntry
 from scenariokit.domain.model import (
     Credential,
     CredentialLink,
@@ -34,6 +35,7 @@ from scenariokit.domain.model import (
 )
 from scenariokit.domain.schedule import Schedule
 from scenariokit.formats.queries import (
+    AuditQuery,
     CredentialQuery,
     EnvironmentQuery,
     ListQuery,
@@ -412,6 +414,68 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         )
         return bool(result.rowcount)
 
+    async def release_lease(self, run_id: uuid.UUID, owner: str) -> bool:
+        result = await self.conn.execute(
+            sa.update(self.table)
+            .where(
+                self.table.c.id == run_id,
+                self.table.c.lease_owner == owner,
+                self.table.c.status == RunStatus.IN_PROGRESS.value,
+            )
+            .values(lease_owner=None, lease_expires_at=None)
+        )
+        return bool(result.rowcount)
+
+    async def queue_state(self) -> ports.QueueState:
+        runs, schedules = self.table, t.schedules
+        waiting = (runs.c.status == RunStatus.IN_PROGRESS.value, runs.c.lease_owner.is_(None))
+        row = (
+            await self.conn.execute(
+                sa.select(
+                    sa.select(sa.func.count()).select_from(runs).where(*waiting).scalar_subquery(),
+                    sa.select(sa.func.min(runs.c.created_at)).where(*waiting).scalar_subquery(),
+                    sa.select(sa.func.min(schedules.c.next_fire_at))
+                    .where(schedules.c.enabled)
+                    .scalar_subquery(),
+                )
+            )
+        ).one()
+        # min() keeps its column's type, so the times come back timezone-aware like every other
+        return ports.QueueState(depth=int(row[0]), oldest_queued_at=row[1], next_fire_at=row[2])
+
+    async def last_outcomes(self) -> list[ports.ScenarioOutcome]:
+        runs, scenarios = self.table, t.scenarios
+        # Per scenario, its newest finished run: a walk back along (scenario_id, created_at, id).
+        latest = (
+            sa.select(runs.c.id)
+            .where(
+                runs.c.scenario_id == scenarios.c.id,
+                runs.c.status != RunStatus.IN_PROGRESS.value,
+            )
+            .order_by(runs.c.created_at.desc(), runs.c.id.desc())
+            .limit(1)
+            .correlate(scenarios)
+            .scalar_subquery()
+        )
+        rows = await self.conn.execute(
+            sa.select(scenarios.c.id, scenarios.c.name, runs.c.status, runs.c.started_at, runs.c.finished_at)
+            .select_from(scenarios.join(runs, runs.c.id == latest))
+            .order_by(scenarios.c.id)
+        )
+        return [
+            ports.ScenarioOutcome(
+                scenario_id=row.id,
+                scenario_name=row.name,
+                status=RunStatus(row.status),
+                duration_seconds=(
+                    (row.finished_at - row.started_at).total_seconds()
+                    if row.started_at is not None and row.finished_at is not None
+                    else None
+                ),
+            )
+            for row in rows
+        ]
+
     async def expired_leases(self, now: datetime) -> list[ports.RunLease]:
         rows = await self.conn.execute(
             sa.select(self.table.c.id, self.table.c.lease_owner, self.table.c.lease_expires_at)
@@ -571,6 +635,22 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         await self.conn.execute(
             sa.update(self.table).where(self.table.c.scenario_id == scenario_id).values(scenario_name=name)
         )
+
+
+class AuditRepository(_TableRepository[AuditEntry, AuditQuery], ports.AuditRepository):
+    table = t.audit_log
+    row_map = RowMap(AuditEntry, t.audit_log)
+    order_columns = {"at": "at"}
+
+    def _filters(self, query: AuditQuery) -> list[sa.ColumnElement[bool]]:
+        filters: list[sa.ColumnElement[bool]] = []
+        if query.resource is not None:
+            filters.append(self.table.c.resource == query.resource)
+        if query.token_name is not None:
+            filters.append(self.table.c.token_name == query.token_name)
+        if query.since is not None:
+            filters.append(self.table.c.at >= sa.bindparam("since_", query.since, type_=t.UTCDateTime()))
+        return filters
 
 
 class ScheduleRepository(_TableRepository[Schedule, ScheduleQuery], ports.ScheduleRepository):

@@ -246,6 +246,7 @@ class SqlUnitOfWork(ports.UnitOfWork):
         self.sessions = r.SessionRepository(conn, box)
         self.runs = r.RunRepository(conn, box)
         self.schedules = r.ScheduleRepository(conn, box)
+        self.audit = r.AuditRepository(conn, box)
         return self
 
     async def _begin(self) -> AsyncConnection:

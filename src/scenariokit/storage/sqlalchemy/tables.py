@@ -201,6 +201,24 @@ schedules = sa.Table(
     sa.Index(None, "scenario_id"),
 )
 
+# One row per write through any door (docs/deployment.md, "Audit log"). No foreign keys: an entry
+# outlives the record it names.
+audit_log = sa.Table(
+    "audit_log",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("at", UTCDateTime(), nullable=False),
+    sa.Column("token_name", sa.String(64)),
+    sa.Column("door", sa.String(16), nullable=False),
+    sa.Column("action", sa.String(16), nullable=False),
+    sa.Column("resource", sa.String(32), nullable=False),
+    sa.Column("resource_id", sa.Uuid()),
+    sa.Column("summary", sa.Text(), nullable=False),
+    sa.Index(None, "at", "id"),
+    sa.Index(None, "resource", "at"),
+    sa.Index(None, "token_name", "at"),
+)
+
 run_logs = sa.Table(
     "run_logs",
     metadata,
