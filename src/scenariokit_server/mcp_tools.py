@@ -455,10 +455,15 @@ class ScenarioKitTools:
         ("name", "description", "environmentId", "timeoutSeconds", "retries", "steps"),
     )
     async def create_scenario(self, command: ScenarioInput) -> Answer:
-        """Create a scenario, with its steps when given. Returns the scenario with its id and step ids."""
+        """Create a scenario, with its steps when given.
+
+        Returns the scenario with its id and step ids, and `warnings`: one {scenarioId, stepId, order,
+        line, message} for each step line that calls a Playwright coroutine without `await` (saved all
+        the same; the run fails such a step).
+        """
         services = self._services()
         scenario = await services.scenarios.create(command)
-        return Answer(shape.scenario_json(services.converter, scenario))
+        return Answer(shape.saved_scenario_json(services.converter, scenario))
 
     @takes(
         ScenarioInput,
@@ -468,10 +473,13 @@ class ScenarioKitTools:
         clear=("description", "environmentId", "timeoutSeconds"),
     )
     async def update_scenario(self, scenarioId: ScenarioId, command: Patch[ScenarioInput]) -> Answer:
-        """Change some fields of a scenario (its steps are changed with the step tools)."""
+        """Change some fields of a scenario (its steps are changed with the step tools).
+
+        Returns the scenario and its `warnings` (as create_scenario).
+        """
         services = self._services()
         scenario = await services.scenarios.update(parse_id(scenarioId, "scenarioId"), command)
-        return Answer(shape.scenario_json(services.converter, scenario))
+        return Answer(shape.saved_scenario_json(services.converter, scenario))
 
     async def delete_scenario(self, scenarioId: ScenarioId) -> Answer:
         """Delete a scenario with its steps, credential links and finished runs (refused while one runs)."""
@@ -484,10 +492,13 @@ class ScenarioKitTools:
         """Add a step to a scenario: at `order` when given, else last. Returns the step with its id.
 
         `execCode` is executed code: Python that every run of the scenario executes in a worker process.
+        The answer's `warnings` lists each line that calls a Playwright coroutine without `await`
+        ({scenarioId, stepId, order, line, message}); the step is saved all the same.
         """
         services = self._services()
-        step = await services.scenarios.add_step(parse_id(scenarioId, "scenarioId"), command)
-        return Answer(shape.step_json(services.converter, step))
+        ident = parse_id(scenarioId, "scenarioId")
+        step = await services.scenarios.add_step(ident, command)
+        return Answer(shape.saved_step_json(services.converter, step, ident))
 
     @takes(
         StepInput,
@@ -500,12 +511,12 @@ class ScenarioKitTools:
         """Change some fields of a step; a new `order` moves it.
 
         `execCode` is executed code, as in create_step: every later run of the scenario executes it.
+        The answer has `warnings`, as create_step's.
         """
         services = self._services()
-        step = await services.scenarios.update_step(
-            parse_id(scenarioId, "scenarioId"), parse_id(stepId, "stepId"), command
-        )
-        return Answer(shape.step_json(services.converter, step))
+        ident = parse_id(scenarioId, "scenarioId")
+        step = await services.scenarios.update_step(ident, parse_id(stepId, "stepId"), command)
+        return Answer(shape.saved_step_json(services.converter, step, ident))
 
     async def delete_step(self, scenarioId: ScenarioId, stepId: StepId) -> Answer:
         """Delete a step; the steps after it move up."""
@@ -810,12 +821,13 @@ class ScenarioKitTools:
         """Save the session as scenario steps: the replayed steps, then the execs that passed (or `keep`).
 
         The steps are the exact code that ran, in order. Give `name` for a new scenario, or `scenarioId`
-        (the scenario replayed) to replace its steps after `upToStep`. Returns the scenario; the session
-        stays live. Next: run_scenario with wait=true to check it passes in a fresh browser.
+        (the scenario replayed) to replace its steps after `upToStep`. Returns the scenario with its
+        `warnings` (as create_scenario); the session stays live. Next: run_scenario with wait=true to
+        check it passes in a fresh browser.
         """
         services = self._services()
         scenario = await services.authoring.save(parse_id(authoringId, "authoringId"), command)
-        return Answer(shape.scenario_json(services.converter, scenario))
+        return Answer(shape.saved_scenario_json(services.converter, scenario))
 
     async def authoring_end(self, authoringId: AuthoringId) -> Answer:
         """End the session and close its browser (execs not saved are gone): {authoringId, ended: true}."""

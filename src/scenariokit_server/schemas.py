@@ -27,7 +27,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin, OpenAPIConverter
 from marshmallow import Schema, fields, validate
 
 from scenariokit.domain import audit as audit_model
-from scenariokit.domain import model
+from scenariokit.domain import code, model
 from scenariokit.domain import schedule as schedule_model
 from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
 from scenariokit.formats import inputs
@@ -161,6 +161,31 @@ Scenario = schema_of(
     response=True,
     nested={model.Step: Step, model.CredentialLink: CredentialLink, model.Retries: Retries},
 )
+StepCodeWarning = schema_of(code.StepCodeWarning, response=True)
+
+
+def _with_warnings(what: str) -> dict[str, fields.Field]:
+    return {
+        "warnings": fields.List(
+            fields.Nested(StepCodeWarning),
+            required=True,
+            metadata={
+                "description": f"lines of {what} code that call a Playwright coroutine without `await` "
+                "(the call never runs; a run fails such a step): reported, not refused "
+                "(docs/step-code.md, Common mistakes)"
+            },
+        )
+    }
+
+
+ScenarioSaved = schema_of(
+    model.Scenario,
+    name="ScenarioSaved",
+    response=True,
+    nested={model.Step: Step, model.CredentialLink: CredentialLink, model.Retries: Retries},
+    extra=_with_warnings("the steps'"),
+)
+StepSaved = schema_of(model.Step, name="StepSaved", response=True, extra=_with_warnings("the step's"))
 Environment = schema_of(model.Environment, response=True)
 Credential = schema_of(
     model.Credential,
@@ -342,6 +367,7 @@ ImportReport = Schema.from_dict(
             ),
             required=True,
         ),
+        **_with_warnings("the imported scenarios' step"),
     },
     name="ImportReportSchema",
 )

@@ -48,11 +48,13 @@ async def test_a_multi_step_scenario_passes_and_logs_what_it_printed(
     assert [line.message for line in found.logs.items] == [f"opened {site.url}"]
 
 
-async def test_a_scenario_without_steps_passes(kit: scenariokit.Kit, site: Site) -> None:
+async def test_a_scenario_without_steps_fails_with_nothing_to_run(kit: scenariokit.Kit, site: Site) -> None:
     env = await _env(kit, site)
     scenario = await kit.scenarios.create({"name": "empty"})
     result = await kit.run(scenario.id, environment_id=env.id, timeout=60)
-    assert result.run.status is RunStatus.PASS and result.run.step_results == ()
+    assert result.run.status is RunStatus.FAIL and result.run.step_results == ()
+    assert result.run.error is not None and result.run.error.kind is RunErrorKind.ERROR
+    assert result.run.error.message == "nothing to run: the scenario has no steps"
 
 
 async def test_the_log_of_a_run_in_progress_shows_its_progress(kit: scenariokit.Kit, site: Site) -> None:

@@ -144,3 +144,52 @@ async def test_a_scenario_failing_at_a_renamed_button_is_healed_and_then_passes(
             mcp, "run_scenario", scenarioId=scenario["id"], environmentId=environment["id"], wait=True
         )
         assert again["status"] == "pass", again["error"]
+
+
+async def test_an_exec_that_drops_a_coroutine_fails_and_a_save_warns_of_one_that_never_ran(
+    server: Served, scheduler: Scheduler, site: LoginSite
+) -> None:
+    async with connect(server.mcp_url) as mcp:
+        environment = await call(mcp, "create_environment", name="shop", data={"url": site.url})
+        session = (await call(mcp, "authoring_start", environmentId=environment["id"]))["authoringId"]
+
+        dropped = await call(
+            mcp, "authoring_exec", authoringId=session, code="page.goto(helpers.getEnvUrl())"
+        )
+        assert (dropped["ok"], dropped["live"], dropped["error"]) == (
+            False,
+            True,
+            {
+                "kind": "error",
+                "message": "line 1: page.goto(helpers.getEnvUrl()) was never awaited; add await",
+            },
+        )
+        assert dropped["url"] == "about:blank"  # the call never ran
+        opened = await call(mcp, "authoring_exec", authoringId=session, code=GOTO)
+        assert opened["ok"], opened["error"]
+        unreached = "if page.url == 'nowhere':\n    page.reload()"
+        kept = await call(mcp, "authoring_exec", authoringId=session, code=unreached)
+        assert kept["ok"], kept["error"]
+
+        scenario = await call(mcp, "authoring_save", authoringId=session, name="Open")
+        await call(mcp, "authoring_end", authoringId=session)
+
+        assert [step["execCode"] for step in scenario["steps"]] == [GOTO, unreached]
+        assert [(w["order"], w["line"], w["message"]) for w in scenario["warnings"]] == [
+            (2, 2, "line 2: page.reload() is not awaited; add await")
+        ]
+
+        careless = await call(
+            mcp,
+            "create_scenario",
+            name="Careless",
+            retries={"count": 1, "backoff": "fixed", "backoffSeconds": 0},
+            steps=[{"execCode": GOTO}, {"execCode": "expect(page).to_have_title('Nope')"}],
+        )
+        run = await call(
+            mcp, "run_scenario", scenarioId=careless["id"], environmentId=environment["id"], wait=True
+        )
+
+    message = "line 1: expect(page).to_have_title('Nope') was never awaited; add await"
+    assert (run["status"], run["error"]["kind"], run["error"]["message"]) == ("fail", "error", message)
+    assert [(a["status"], a["error"]["message"]) for a in run["attempts"]] == [("fail", message)] * 2

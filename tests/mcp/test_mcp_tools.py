@@ -99,6 +99,7 @@ async def test_a_scenario_and_its_steps_are_created_changed_and_deleted(server: 
             (2, None, None),
         ]
         scenario_id = created["id"]
+        assert created.pop("warnings") == []  # a write answers its step code's warnings too
         assert await call(mcp, "get_scenario", scenarioId=scenario_id) == created
 
         renamed = await call(mcp, "update_scenario", scenarioId=scenario_id, name="Checkout v2")
@@ -222,3 +223,30 @@ async def test_a_body_over_the_size_limit_gets_413(start_server: ServerFactory) 
         http.post(small.mcp_url, json=request, headers=headers) as response,
     ):
         assert response.status == 413
+
+
+async def test_step_code_that_drops_a_playwright_coroutine_is_saved_with_a_warning(server: Served) -> None:
+    async with connect(server.mcp_url) as mcp:
+        scenario = await call(
+            mcp, "create_scenario", name="Careless", steps=[{"execCode": "page.goto(helpers.getEnvUrl())"}]
+        )
+        step = await call(
+            mcp, "create_step", scenarioId=scenario["id"], execCode="expect(page).to_have_title('Demo')"
+        )
+        tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}
+
+    first = scenario["steps"][0]
+    assert scenario["warnings"] == [
+        {
+            "scenarioId": scenario["id"],
+            "stepId": first["id"],
+            "order": 1,
+            "line": 1,
+            "message": "line 1: page.goto(helpers.getEnvUrl()) is not awaited; add await",
+        }
+    ]
+    assert [w["message"] for w in step["warnings"]] == [
+        "line 1: expect(page).to_have_title('Demo') is not awaited; add await"
+    ]
+    for name in ("create_scenario", "update_scenario", "create_step", "update_step", "authoring_save"):
+        assert "`warnings`" in (tools[name].description or ""), name

@@ -165,10 +165,11 @@ async def test_syntax_error_is_reported_with_step_and_line_before_a_browser_star
     assert statuses(outcome.step_results) == [StepStatus.SKIPPED, StepStatus.FAIL]
 
 
-async def test_scenario_without_steps_passes(run: Runner, make_job: JobFactory) -> None:
+async def test_scenario_without_steps_fails_with_nothing_to_run(run: Runner, make_job: JobFactory) -> None:
     outcome, _ = await run(make_job())
 
-    assert outcome.status == "pass" and outcome.step_results == ()
+    assert outcome.status == "fail" and outcome.step_results == ()
+    assert outcome.error is not None and outcome.error.message == "nothing to run: the scenario has no steps"
 
 
 async def test_awaiting_step_is_stopped_at_its_limit(

@@ -12,6 +12,7 @@ namespaces made by a process privileged on the host.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -137,6 +138,10 @@ async def test_a_step_gets_no_driver_but_its_own_and_that_one_where_it_is(hostil
         pytest.skip("the driver zygote is checked once per sandbox mode")
     pool = (await hostile.kit.start_runner()).pool
     made = await pool.node_cache_made()
+    cannot_join = [note for note in pool.left_out if "cannot start a driver in a worker's sandbox" in note]
+    if hostile.mode == "bubblewrap" and cannot_join:  # an ordinary user's service (docs/deployment.md)
+        assert made is not None and made.zygote is None
+        pytest.skip(f"left out here: {cannot_join[0]}")
     assert made is not None and made.zygote is not None, "the pool runs no driver zygote here"
     found: dict[str, object] = {}
     for _ in range(pool.size + 2):  # the spares started before the zygote was up ask no zygote
@@ -159,5 +164,7 @@ async def test_a_step_gets_no_driver_but_its_own_and_that_one_where_it_is(hostil
         assert driver["same namespaces"] and driver["cwd"], driver
         status = driver["status"]
         assert status["Uid"] == [str(found["uid"])] * 4, status
-        assert int(status["CapBnd"][0], 16) == 0 and int(status["CapEff"][0], 16) == 0, status
+        assert int(status["CapEff"][0], 16) == 0, status
+        if os.geteuid() == 0:  # a root zygote's driver drops its bounding set; another user's cannot
+            assert int(status["CapBnd"][0], 16) == 0, status  # (no CAP_SETPCAP), and no_new_privs holds
         assert status["NoNewPrivs"] == ["1"], status

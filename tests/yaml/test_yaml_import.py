@@ -237,6 +237,7 @@ async def test_the_report_lists_ids_per_kind_and_counts(lite: Services) -> None:
         "created": {"scenario": [SCENARIO_ID], "environment": [], "credential": [CRED_ID]},
         "updated": {"scenario": [], "environment": [ENV_ID], "credential": []},
         "counts": {"created": 2, "updated": 1},
+        "warnings": [],
     }
 
 

@@ -152,6 +152,7 @@ async def _run_files(
         workers=min(settings.workers, count), artifacts_dir=settings.artifacts_dir, trace=settings.trace
     ) as runner:
         loaded = [await runner.load(source) for source in files]
+        _print_warnings(console, loaded)
         plan = [
             (item, entry, await runner.environment_for(item, entry, env), _env_label(env, len(envs)))
             for env in envs
@@ -172,6 +173,17 @@ async def _run_files(
                 return outcome
 
             return list(await asyncio.gather(*(one(i, *planned) for i, planned in enumerate(plan))))
+
+
+def _print_warnings(console: Console, loaded: Sequence[LoadedFile]) -> None:
+    """What the import said of the files' step code: each mistake, by file, scenario and step."""
+    for item in loaded:
+        names = dict(zip(item.scenario_ids, (entry.name for entry in item.source.scenarios), strict=True))
+        for warning in item.warnings:
+            scenario = names.get(warning.scenario_id) if warning.scenario_id is not None else None
+            where = f"scenario {scenario!r} " if scenario is not None else ""
+            line = f"warning: {item.source.path}: {where}step {warning.order}: {warning.message}"
+            console.print(escape(line), soft_wrap=True, highlight=False)
 
 
 def _env_label(env: EnvChoice, count: int) -> str | None:

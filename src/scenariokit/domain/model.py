@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from scenariokit.domain.json_values import json_fault
+from scenariokit.domain.suggest import did_you_mean
 
 MAX_TIMEOUT_SECONDS = 3600
 DEFAULT_STEP_TIMEOUT_SECONDS = 30.0
@@ -364,7 +365,8 @@ def environment_url(name: str, data: Mapping[str, Any], key: str | None = None) 
         if isinstance(value, str) and value:
             return value
     tried = ", ".join(repr(k) for k in candidates)
-    raise LookupError(f"environment {name!r} has no URL: tried data keys {tried}")
+    near = did_you_mean(key, data) if key else ""
+    raise LookupError(f"environment {name!r} has no URL: tried data keys {tried}{near}")
 
 
 @reports_every_field

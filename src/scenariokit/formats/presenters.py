@@ -19,6 +19,7 @@ import cattrs
 
 from scenariokit.domain.audit import AuditEntry
 from scenariokit.domain.authoring import AuthoringStarted, ExecOutcome, PageLook, PageState
+from scenariokit.domain.code import step_warnings
 from scenariokit.domain.job import LogEvent
 from scenariokit.domain.model import (
     Credential,
@@ -94,6 +95,18 @@ class RunDetail:
 def scenario_json(conv: cattrs.Converter, scenario: Scenario) -> JSON:
     """A scenario with its ordered steps and credential links."""
     return conv.unstructure(scenario)
+
+
+def saved_scenario_json(conv: cattrs.Converter, scenario: Scenario) -> JSON:
+    """A scenario as a write answers it: :func:`scenario_json` plus the ``warnings`` of its step code."""
+    warnings = step_warnings(scenario.steps, scenario_id=scenario.id)
+    return {**scenario_json(conv, scenario), "warnings": [warning.to_json() for warning in warnings]}
+
+
+def saved_step_json(conv: cattrs.Converter, step: Step, scenario_id: uuid.UUID) -> JSON:
+    """A step as a write answers it: :func:`step_json` plus the ``warnings`` of its code."""
+    warnings = step_warnings([step], scenario_id=scenario_id)
+    return {**step_json(conv, step), "warnings": [warning.to_json() for warning in warnings]}
 
 
 def scenario_record_json(conv: cattrs.Converter, record: ScenarioRecord) -> JSON:

@@ -16,8 +16,9 @@ import attrs
 from scenariokit.domain.model import Run, RunStatus, Scenario, StepStatus
 from scenariokit.formats.presenters import trace_artifact
 
-#: ``describe_failure`` appends ``(line N)`` (and ``, in snippet 'x' line M``) to a message's first line.
-_LINE_MARK = re.compile(r"\(line (\d+)(?:, in snippet '[^']*' line \d+)?\)")
+#: ``describe_failure`` appends ``(line N)`` (and ``, in snippet 'x' line M``) to a message's first line;
+#: a coroutine never awaited starts it with ``line N:``.
+_LINE_MARK = re.compile(r"\(line (\d+)(?:, in snippet '[^']*' line \d+)?\)|^line (\d+): ")
 
 
 @attrs.frozen
@@ -160,7 +161,7 @@ def _failed_step(run: Run, scenario: Scenario | None) -> FailedStep | None:
         return None
     step = scenario.step(result.step_id) if scenario is not None else None
     mark = _LINE_MARK.search(run.error.message.partition("\n")[0])
-    line = int(mark.group(1)) if mark else None
+    line = int(mark.group(1) or mark.group(2)) if mark else None
     code = None
     if step is not None and line is not None:
         source = step.exec_code.splitlines()

@@ -27,6 +27,7 @@ from typing import Literal
 import attrs
 import pluggy
 
+from scenariokit.domain.code import StepCodeWarning
 from scenariokit.domain.errors import Conflict, NotFound, ScenarioKitError, TooLarge, ValidationError
 from scenariokit.domain.model import Run, RunError, RunErrorKind, RunStatus, utcnow
 from scenariokit.formats.inputs import RunInput
@@ -72,6 +73,8 @@ class LoadedFile:
     environment_ids: tuple[uuid.UUID, ...] = ()
     #: environments the file's scenarios name but the file does not hold (stored as empty stand-ins)
     absent_environment_ids: frozenset[uuid.UUID] = frozenset()
+    #: what the import said of the file's step code (docs/step-code.md, "Common mistakes")
+    warnings: tuple[StepCodeWarning, ...] = ()
 
     def scenario_id(self, entry: ScenarioEntry) -> uuid.UUID:
         """The stored id of one of the file's scenarios."""
@@ -118,6 +121,7 @@ class LocalRunner:
                         [e.id for e in source.environments], report.created.get("environment", ())
                     ),
                     absent_environment_ids=absent,
+                    warnings=report.warnings,
                 )
             return self._loaded[key]
 

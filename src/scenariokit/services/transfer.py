@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from scenariokit.domain.access import Scope
+from scenariokit.domain.code import StepCodeWarning, step_warnings
 from scenariokit.domain.errors import Conflict, Forbidden, ValidationError
 from scenariokit.domain.model import Scenario, utcnow
 from scenariokit.formats.convert import structure_input
@@ -75,10 +76,13 @@ class ImportReport:
 
     created: dict[str, tuple[uuid.UUID, ...]]
     updated: dict[str, tuple[uuid.UUID, ...]]
+    #: mistakes in the imported scenarios' step code, reported, not refused (docs/step-code.md)
+    warnings: tuple[StepCodeWarning, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON body: ``created`` and ``updated`` ids per kind, and ``counts`` of both."""
+        """The JSON body: ``created`` and ``updated`` ids per kind, ``counts`` of both, ``warnings``."""
         return {
+            "warnings": [warning.to_json() for warning in self.warnings],
             "created": {kind: [str(i) for i in ids] for kind, ids in self.created.items()},
             "updated": {kind: [str(i) for i in ids] for kind, ids in self.updated.items()},
             "counts": {
@@ -402,6 +406,7 @@ class TransferService(ServiceBase):
     async def _write(self, uow: UnitOfWork, items: Sequence[_Item], kinds: Sequence[str]) -> ImportReport:
         created: dict[str, list[uuid.UUID]] = {kind: [] for kind in kinds}
         updated: dict[str, list[uuid.UUID]] = {kind: [] for kind in kinds}
+        warnings: list[StepCodeWarning] = []
         for kind in _WRITE_ORDER:
             batch = [item for item in items if item.kind == kind]
             if not batch:
@@ -413,6 +418,8 @@ class TransferService(ServiceBase):
             for item in batch:
                 old = stored.get(item.ident) if item.ident is not None else None
                 record = self._record(item, old)
+                if kind == "scenario":
+                    warnings += step_warnings(record.steps, scenario_id=record.id)
                 if kind == "snippet":
                     try:
                         await self._catalog["snippet"].check(uow, record, old)
@@ -431,6 +438,7 @@ class TransferService(ServiceBase):
         return ImportReport(
             created={kind: tuple(ids) for kind, ids in created.items()},
             updated={kind: tuple(ids) for kind, ids in updated.items()},
+            warnings=tuple(warnings),
         )
 
     def _record(self, item: _Item, old: Any) -> Any:

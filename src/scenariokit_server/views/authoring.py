@@ -92,8 +92,8 @@ async def execute(request: web.Request) -> web.Response:
     description="The replayed steps, then the execs that passed (or those in `keep`), in order: a new "
     "scenario (`name`, 201) or the scenario replayed (`scenarioId`, its steps after `upToStep` replaced).",
     body=schemas.AuthoringSaveInput,
-    response=schemas.Scenario,
-    other_responses={201: schemas.Scenario},
+    response=schemas.ScenarioSaved,
+    other_responses={201: schemas.ScenarioSaved},
     errors=(400, 404, 409, 413, 503),
 )
 async def save(request: web.Request) -> web.Response:
@@ -101,7 +101,7 @@ async def save(request: web.Request) -> web.Response:
     services = keys.services(request)
     command = await body_as(request, AuthoringSaveInput, "save")
     scenario = await services.authoring.save(path_id(request), command)
-    data = shape.scenario_json(services.converter, scenario)
+    data = shape.saved_scenario_json(services.converter, scenario)
     if command.name is not None:
         return created(data, f"{API_PREFIX}/scenarios/{scenario.id}")
     return ok(data)

@@ -34,14 +34,15 @@ async def list_scenarios(request: web.Request) -> web.Response:
     description="The body may hold the scenario's `steps` and credential links (`credentials`).",
     status=201,
     body=schemas.ScenarioInput,
-    response=schemas.Scenario,
+    response=schemas.ScenarioSaved,
     errors=(400, 413),
 )
 async def create_scenario(request: web.Request) -> web.Response:
     """Create a scenario, with its steps and credential links when given."""
     services = keys.services(request)
     scenario = await services.scenarios.create(await body_as(request, ScenarioInput, "scenario"))
-    return created(shape.scenario_json(services.converter, scenario), f"{API_PREFIX}/scenarios/{scenario.id}")
+    location = f"{API_PREFIX}/scenarios/{scenario.id}"
+    return created(shape.saved_scenario_json(services.converter, scenario), location)
 
 
 @operation(
@@ -64,7 +65,7 @@ async def get_scenario(request: web.Request) -> web.Response:
     description="Only the fields the body names change; the others keep their value. `steps` and "
     "`credentials`, when given, replace the scenario's whole list.",
     body=schemas.ScenarioInput(partial=True),
-    response=schemas.Scenario,
+    response=schemas.ScenarioSaved,
     errors=(400, 404, 413),
 )
 async def patch_scenario(request: web.Request) -> web.Response:
@@ -73,7 +74,7 @@ async def patch_scenario(request: web.Request) -> web.Response:
     scenario = await services.scenarios.update(
         path_id(request), await body_as(request, Patch[ScenarioInput], "scenario")
     )
-    return ok(shape.scenario_json(services.converter, scenario))
+    return ok(shape.saved_scenario_json(services.converter, scenario))
 
 
 @operation(
@@ -81,7 +82,7 @@ async def patch_scenario(request: web.Request) -> web.Response:
     "Replace a scenario",
     description="Steps and credential links are replaced too when the body gives them.",
     body=schemas.ScenarioInput,
-    response=schemas.Scenario,
+    response=schemas.ScenarioSaved,
     errors=(400, 404, 413),
 )
 async def put_scenario(request: web.Request) -> web.Response:
@@ -90,7 +91,7 @@ async def put_scenario(request: web.Request) -> web.Response:
     scenario = await services.scenarios.replace(
         path_id(request), await body_as(request, ScenarioInput, "scenario")
     )
-    return ok(shape.scenario_json(services.converter, scenario))
+    return ok(shape.saved_scenario_json(services.converter, scenario))
 
 
 @operation(

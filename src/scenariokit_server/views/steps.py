@@ -31,7 +31,7 @@ async def list_steps(request: web.Request) -> web.Response:
     description="At `order` when given (later steps move down), else at the end.",
     status=201,
     body=schemas.StepInput,
-    response=schemas.Step,
+    response=schemas.StepSaved,
     errors=(400, 404, 413),
 )
 async def create_step(request: web.Request) -> web.Response:
@@ -40,7 +40,7 @@ async def create_step(request: web.Request) -> web.Response:
     scenario_id = path_id(request)
     step = await services.scenarios.add_step(scenario_id, await body_as(request, StepInput, "step"))
     location = f"{API_PREFIX}/scenarios/{scenario_id}/steps/{step.id}"
-    return created(shape.step_json(services.converter, step), location)
+    return created(shape.saved_step_json(services.converter, step, scenario_id), location)
 
 
 @operation(
@@ -63,7 +63,7 @@ async def get_step(request: web.Request) -> web.Response:
     description="Only the fields the body names change; a new `order` moves the step and renumbers the "
     "others 1..n.",
     body=schemas.StepInput(partial=True),
-    response=schemas.Step,
+    response=schemas.StepSaved,
     errors=(400, 404, 413),
 )
 async def patch_step(request: web.Request) -> web.Response:
@@ -73,7 +73,7 @@ async def patch_step(request: web.Request) -> web.Response:
     step = await services.scenarios.update_step(
         scenario_id, step_id, await body_as(request, Patch[StepInput], "step")
     )
-    return ok(shape.step_json(services.converter, step))
+    return ok(shape.saved_step_json(services.converter, step, scenario_id))
 
 
 @operation(
@@ -81,7 +81,7 @@ async def patch_step(request: web.Request) -> web.Response:
     "Replace a step",
     description="The body replaces the step; a new `order` moves it and renumbers the others 1..n.",
     body=schemas.StepInput,
-    response=schemas.Step,
+    response=schemas.StepSaved,
     errors=(400, 404, 413),
 )
 async def put_step(request: web.Request) -> web.Response:
@@ -91,7 +91,7 @@ async def put_step(request: web.Request) -> web.Response:
     step = await services.scenarios.replace_step(
         scenario_id, step_id, await body_as(request, StepInput, "step")
     )
-    return ok(shape.step_json(services.converter, step))
+    return ok(shape.saved_step_json(services.converter, step, scenario_id))
 
 
 @operation(

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import attrs
 
+from scenariokit.domain.code import nothing_to_run
 from scenariokit.domain.job import (
     ArtifactSaved,
     BrowserClosed,
@@ -40,7 +41,7 @@ from scenariokit.domain.job import (
     SessionReleased,
     SessionSaved,
 )
-from scenariokit.domain.model import RunErrorKind, utcnow
+from scenariokit.domain.model import RunError, RunErrorKind, utcnow
 from scenariokit.runner.confinement.cgroups import RunGroups, open_run_groups
 from scenariokit.runner.confinement.driver_snapshot import (
     BLOB_NAME,
@@ -651,6 +652,10 @@ class WorkerPool:
         problems = check_syntax(job.steps)
         if problems:  # found before any browser starts
             return await self._finish_here(job, syntax_failure(job, problems[0], utcnow()), on_event)
+        nothing = nothing_to_run([step.exec_code for step in job.steps])
+        if nothing is not None:  # never a pass: a check that ran nothing checked nothing
+            error = RunError(kind=RunErrorKind.ERROR, message=nothing)
+            return await self._finish_here(job, finished_run(job, [], utcnow(), error), on_event)
         run = _ActiveRun(job)
         self._active[job.run_id] = run
         try:

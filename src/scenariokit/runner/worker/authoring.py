@@ -66,6 +66,7 @@ class AuthoringLive:
             report=self._report,
             limits=limits,
             ready_page=ready_page,
+            needs_steps=False,
         )
         self._lock = asyncio.Lock()
         self._browser: Any = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import types
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -15,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from scenariokit.domain.code import nothing_to_run
 from scenariokit.domain.job import (
     ArtifactSaved,
     LogEvent,
@@ -39,6 +41,7 @@ from scenariokit.runner.protocol import (
     syntax_failure,
 )
 from scenariokit.runner.worker.plugin_hooks import PluginHooks
+from scenariokit.runner.worker.step_watch import StepWatch
 from scenariokit.runner.worker.stepcode import (
     SnippetLibrary,
     StepHelpers,
@@ -56,6 +59,8 @@ BROWSER_CALL_TIMEOUT_SECONDS = 10.0
 TRACE_FILE = "trace.zip"
 
 Failure = tuple[RunErrorKind, str]
+#: failures of the step's own code, which a coroutine it never awaited explains better
+STEP_CODE_FAILURES = (RunErrorKind.ASSERTION, RunErrorKind.ERROR)
 #: ``ready_page(job, browser) -> (context, page) | None``: a context and page made ahead on that browser
 ReadyPage = Callable[[RunJob, Any], Awaitable["tuple[Any, Any] | None"]]
 
@@ -106,8 +111,11 @@ class RunExecution:
         report: Callable[[RunEvent], None],
         limits: ResourceLimits | None = None,
         ready_page: ReadyPage | None = None,
+        needs_steps: bool = True,
     ) -> None:
         self.job = job
+        #: a run with nothing to run fails (an authoring session may start from no step)
+        self._needs_steps = needs_steps
         self._limits = limits or ResourceLimits()
         self._open_browser = open_browser
         self._ready_page = ready_page
@@ -142,6 +150,10 @@ class RunExecution:
             outcome = syntax_failure(job, problems[0], started)
             self._log("error", outcome.error.message if outcome.error else "syntax error")
             self._report_outcome(outcome)
+            return RunEnd()
+        nothing = nothing_to_run([step.exec_code for step in job.steps]) if self._needs_steps else None
+        if nothing is not None:
+            self._fail_outside_steps(started, nothing)
             return RunEnd()
         if self._hooks.problem:
             self._log("warning", self._hooks.problem)
@@ -265,9 +277,28 @@ class RunExecution:
 
         An authoring session runs each exec through here too, on the namespace its replay left.
         """
-        label = step_label(step)
         if self._stop.is_set():
-            return RunErrorKind.CANCELLED, f"run cancelled before {label}"
+            return RunErrorKind.CANCELLED, f"run cancelled before {step_label(step)}"
+        watch = StepWatch(self._log, functools.partial(self._source_of, namespace, step))
+        with watch.watching(step, namespace.globals):
+            failure = await self._run_watched(namespace, step, code, run_deadline)
+        if not watch.unawaited or (failure is not None and failure[0] not in STEP_CODE_FAILURES):
+            return failure
+        if failure is not None:  # most likely a consequence: the call that never ran is the cause
+            self._log("warning", f"{step_label(step)} also failed: {failure[1]}")
+        return RunErrorKind.ERROR, watch.unawaited[0].message(step)
+
+    def _source_of(self, namespace: StepNamespace, step: StepJob, filename: str) -> str | None:
+        """The code of a step (this one, or one of the run) or of a snippet, by its file name."""
+        if filename == step.filename:
+            return step.exec_code
+        found = next((s.exec_code for s in self.job.steps if s.filename == filename), None)
+        return found if found is not None else namespace.source_of(filename)
+
+    async def _run_watched(
+        self, namespace: StepNamespace, step: StepJob, code: types.CodeType, run_deadline: float
+    ) -> Failure | None:
+        label = step_label(step)
         remaining = run_deadline - asyncio.get_running_loop().time()
         run_limit_binds = remaining < step.timeout_seconds - LIMIT_TOLERANCE_SECONDS
         task = asyncio.ensure_future(namespace.run(code))

@@ -23,6 +23,7 @@ from playwright.async_api import expect
 from scenariokit.domain.code import compile_snippet_code, compile_step_code
 from scenariokit.domain.job import CredentialValue, RunJob, StepJob, compiled
 from scenariokit.domain.model import RunErrorKind, environment_url
+from scenariokit.domain.suggest import did_you_mean
 from scenariokit.runner.worker.masking import MASK, mask_text
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -140,8 +141,9 @@ class CredentialBook(Mapping[str, CredentialView]):
             return self._views[alias]
         except KeyError:
             linked = ", ".join(repr(a) for a in self._views) or "none"
+            near = did_you_mean(alias, self._views)
             raise UnknownCredential(
-                f"no credential linked under alias {alias!r} (linked: {linked})"
+                f"no credential linked under alias {alias!r} (linked: {linked}){near}"
             ) from None
 
     def __iter__(self) -> Iterator[str]:
@@ -151,11 +153,30 @@ class CredentialBook(Mapping[str, CredentialView]):
         return len(self._views)
 
 
+class UnknownEnvironmentKey(KeyError):
+    """``helpers.env[key]`` for a key the environment's data does not have."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; this message reads better bare
+        return str(self.args[0])
+
+
+class EnvironmentData(dict[str, Any]):
+    """``helpers.env``: the environment's data; a missing key names the nearest ones (``.get`` as usual)."""
+
+    def __init__(self, name: str, data: Mapping[str, Any]) -> None:
+        super().__init__(data)
+        self._name = name
+
+    def __missing__(self, key: Any) -> Any:
+        near = did_you_mean(key, self) if isinstance(key, str) else ""
+        raise UnknownEnvironmentKey(f"environment {self._name!r} has no key {key!r}{near}")
+
+
 class StepHelpers:
     """``helpers`` in step code: the environment, credentials, and names plugins add."""
 
     def __init__(self, job: RunJob, extras: Mapping[str, Any] | None = None) -> None:
-        self.env: dict[str, Any] = dict(job.env_data)
+        self.env: dict[str, Any] = EnvironmentData(job.env_name or "environment", job.env_data)
         self.credentials = CredentialBook(job.credentials)
         self._env_name = job.env_name or "environment"
         for name, value in (extras or {}).items():
@@ -168,6 +189,11 @@ class StepHelpers:
 
     get_env_url = getEnvUrl
 
+    def __getattr__(self, name: str) -> Any:
+        # only reached for a name ``helpers`` lacks: say which of its names is near
+        known = [n for n in dir(self) if not n.startswith("_")]
+        raise AttributeError(f"helpers has no attribute {name!r}{did_you_mean(name, known)}")
+
 
 class SnippetLibrary:
     """Resolves snippet aliases: the run's stored snippets first, then plugin sources."""
@@ -176,17 +202,23 @@ class SnippetLibrary:
         self._stored = stored
         self._sources = sources
         self._compiled: dict[str, types.CodeType] = {}
+        self._code: dict[str, str] = {}
 
     def code(self, alias: str) -> types.CodeType:
-        """The compiled snippet; LookupError for an alias nobody knows."""
+        """The compiled snippet; LookupError for an alias nobody knows (naming the nearest known ones)."""
         if alias not in self._compiled:
             source = self._stored.get(alias)
             if source is None:
                 source = next((code for s in self._sources if (code := s.get(alias)) is not None), None)
             if source is None:
-                raise LookupError(f"unknown snippet {alias!r}")
+                raise LookupError(f"unknown snippet {alias!r}{did_you_mean(alias, self._stored)}")
             self._compiled[alias] = compile_snippet(alias, source)
+            self._code[alias] = source
         return self._compiled[alias]
+
+    def source(self, alias: str) -> str | None:
+        """The code of a snippet this run has used, as written."""
+        return self._code.get(alias)
 
 
 class StepNamespace:
@@ -233,6 +265,12 @@ class StepNamespace:
             return
         text = (" " if sep is None else sep).join(str(v) for v in values)
         self._log_sink("info", text + ("" if end in (None, "\n") else end))
+
+    def source_of(self, filename: str) -> str | None:
+        """The code of a snippet file (``<snippet alias>``) this run has used."""
+        if filename.startswith("<snippet ") and filename.endswith(">"):
+            return self._snippets.source(filename[len("<snippet ") : -1])
+        return None
 
     async def run_snippet(self, alias: str, args: Any = None) -> Any:
         """Run the snippet ``alias`` with ``args`` (a list) bound, and return what it returns."""
