@@ -163,6 +163,17 @@ TOOL_SCOPES: Mapping[str, Scope] = {
     "authoring_snapshot": READ,
     "authoring_save": WRITE,
     "authoring_end": RUN,
+    "list_runs": READ,
+    "cancel_run": RUN,
+    "get_scenario_stats": READ,
+    "list_snippets": READ,
+    "get_snippet": READ,
+    "list_credentials": READ,
+    "list_sessions": READ,
+    "delete_environment": WRITE,
+    "export_yaml": READ,  # never with secrets
+    "import_yaml": WRITE,  # a credential or schedule in it needs admin, as over REST (the service checks)
+    "get_health": READ,
 }
 
 #: The scope a YAML export asking for secrets needs, whatever its route's.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import contextvars
 import functools
 import inspect
 import json
@@ -31,16 +32,20 @@ from aiohttp_asgi.resource import (
     ASGIScopeType,
     ASGISendType,
 )
+from marshmallow import Schema
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import (
     CallToolResult,
+    ContentBlock,
     ImageContent,
     InputRequiredResult,
     ListToolsResult,
+    ResourceLink,
     TextContent,
     ToolAnnotations,
 )
@@ -50,12 +55,12 @@ from scenariokit.domain.errors import ScenarioKitError
 from scenariokit.domain.json_values import json_fault
 from scenariokit.services import Services
 from scenariokit.services.caller import Caller, calling_as
-from scenariokit_server import keys
+from scenariokit_server import keys, schemas
 from scenariokit_server.access import TOOL_SCOPES
 from scenariokit_server.errors import domain_problem_body, problem_body, status_of
-from scenariokit_server.mcp_tools import JSON, Answer, ScenarioKitTools
+from scenariokit_server.mcp_tools import JSON, Answer, Picture, RunRequest, ScenarioKitTools
 from scenariokit_server.trace import trace_viewer_url
-from scenariokit_server.views.health import service_version
+from scenariokit_server.views.health import health_report, service_version
 
 MCP_PATH = "/mcp"
 
@@ -67,6 +72,8 @@ Typical flow: create_environment, create_scenario with steps, run_scenario with 
 with q to search the log. Ids are UUIDs. Errors come back as tool errors with the field at fault.
 To explore a site live and keep what worked: authoring_start, authoring_exec (repeat), authoring_save,
 then run_scenario. To heal a scenario failing at step N: authoring_start with upToStep=N-1.
+To fix failing checks: list_runs with status="fail", get_run with includeScreenshots=true (the failed
+step's screenshot, its error, the log), get_scenario, update_step, then run_scenario with wait=true.
 """
 
 log = logging.getLogger(__name__)
@@ -158,19 +165,86 @@ TOOL_HINTS: dict[str, ToolAnnotations] = {
     "authoring_snapshot": _READ.model_copy(update={"open_world_hint": True}),
     "authoring_save": _CREATE,
     "authoring_end": _DELETE,
+    "list_runs": _READ,
+    "cancel_run": _UPDATE,
+    "get_scenario_stats": _READ,
+    "list_snippets": _READ,
+    "get_snippet": _READ,
+    "list_credentials": _READ,
+    "list_sessions": _READ,
+    "delete_environment": _DELETE,
+    "export_yaml": _READ,
+    "import_yaml": _UPDATE,
+    "get_health": _READ,
 }
+
+#: What each tool answers (its ``outputSchema``): the OpenAPI response schema of the REST route it
+#: mirrors, from the same attrs classes (:mod:`scenariokit_server.schemas`).
+TOOL_OUTPUTS: dict[str, type[Schema] | Mapping[str, Any]] = {
+    "list_scenarios": schemas.ScenarioPage,
+    "get_scenario": schemas.Scenario,
+    "create_scenario": schemas.ScenarioSaved,
+    "update_scenario": schemas.ScenarioSaved,
+    "delete_scenario": schemas.Deleted,
+    "create_step": schemas.StepSaved,
+    "update_step": schemas.StepSaved,
+    "delete_step": schemas.Deleted,
+    "list_environments": schemas.EnvironmentPage,
+    "create_environment": schemas.Environment,
+    "update_environment": schemas.Environment,
+    "run_scenario": {"type": "object", "oneOf": [schemas.RunDetail, schemas.RunBatch]},
+    "get_run": schemas.RunDetail,
+    "list_schedules": schemas.SchedulePage,
+    "create_schedule": schemas.Schedule,
+    "update_schedule": schemas.Schedule,
+    "delete_schedule": schemas.Deleted,
+    "authoring_start": schemas.AuthoringStart,
+    "authoring_exec": schemas.AuthoringExec,
+    "authoring_snapshot": schemas.AuthoringPage,
+    "authoring_save": schemas.ScenarioSaved,
+    "authoring_end": schemas.AuthoringEnded,
+    "list_runs": schemas.RunPage,
+    "cancel_run": schemas.RunDetail,
+    "get_scenario_stats": schemas.RunStats,
+    "list_snippets": schemas.SnippetPage,
+    "get_snippet": schemas.Snippet,
+    "list_credentials": schemas.CredentialPage,
+    "list_sessions": schemas.SessionPage,
+    "delete_environment": schemas.Deleted,
+    "export_yaml": schemas.YamlExport,
+    "import_yaml": schemas.ImportReport,
+    "get_health": schemas.Health,
+    "list_revisions": schemas.RevisionPage,
+    "diff_revisions": schemas.RevisionDiff,
+    "restore_revision": schemas.Scenario,
+}
+
+#: Input schema words a tool adds to what its parameters say (a rule across parameters).
+TOOL_INPUT_RULES: dict[str, Mapping[str, Any]] = {"run_scenario": RunRequest.ONE_OF_REQUIRED}
+
+#: The server's base URL of the request a tool answers, so its resource links are absolute.
+_BASE_URL: contextvars.ContextVar[str] = contextvars.ContextVar("scenariokit_mcp_base_url", default="")
 
 
 def tool_result(answer: Answer) -> CallToolResult:
-    """A successful result: the JSON shape as structured content and as text, after the answer's notes."""
+    """A successful result: the JSON shape as structured content and as text, after the answer's notes,
+    images and resource links."""
     text = json.dumps(answer.data, indent=2, ensure_ascii=False)
-    notes: list[TextContent | ImageContent] = [TextContent(type="text", text=note) for note in answer.notes]
-    images = [
-        ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png")
-        for png in answer.images
-    ]
+    blocks: list[ContentBlock] = [TextContent(type="text", text=note) for note in answer.notes]
+    for image in answer.images:
+        picture = image if isinstance(image, Picture) else Picture(image)
+        blocks.append(
+            ImageContent(
+                type="image", data=base64.b64encode(picture.data).decode(), mime_type=picture.mime_type
+            )
+        )
+    base = _BASE_URL.get()
+    blocks.extend(
+        ResourceLink(type="resource_link", uri=base + link.url, name=link.name, mime_type=link.mime_type)
+        for link in answer.links
+    )
     return CallToolResult(
-        content=[*notes, *images, TextContent(type="text", text=text)], structured_content=answer.data
+        content=[*blocks, TextContent(type="text", text=text)], structured_content=answer.data
     )
 
 
@@ -237,6 +311,9 @@ class ScenarioKitMCPServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        request = context.request_context.request if context is not None else None
+        url = getattr(request, "url", None)  # the HTTP request's (a Starlette URL)
+        _BASE_URL.set(f"{url.scheme}://{url.netloc}" if url is not None else "")
         fault = json_fault(arguments)
         if fault is not None:
             where, why = fault
@@ -312,19 +389,31 @@ def build_mcp_server(tools: ScenarioKitTools) -> MCPServer:
     # publishes events.
     with _logging_left_alone():
         server: MCPServer = ScenarioKitMCPServer(
-            "scenariokit", version=service_version(), instructions=INSTRUCTIONS, subscriptions=False
-        )
-    for name, hints in TOOL_HINTS.items():
-        tool = tools.tool(name)
-        server.add_tool(
-            as_mcp_tool(tool),
-            name=name,
-            description=inspect.getdoc(tool),
-            annotations=hints,
-            structured_output=False,  # results are built here, not derived from the return annotation
+            "scenariokit",
+            version=service_version(),
+            instructions=INSTRUCTIONS,
+            subscriptions=False,
+            tools=[mcp_tool(tools, name) for name in TOOL_HINTS],
         )
     server.middleware.append(ToolScopes(TOOL_HINTS))
     return server
+
+
+def mcp_tool(tools: ScenarioKitTools, name: str) -> Tool:
+    """Tool ``name`` as the SDK lists and calls it: its hints, input rules and output schema."""
+    method = tools.tool(name)
+    tool = Tool.from_function(
+        as_mcp_tool(method),
+        name=name,
+        description=inspect.getdoc(method),
+        annotations=TOOL_HINTS[name],
+        structured_output=False,  # results are built here, not derived from the return annotation
+    )
+    # The SDK reads both when it lists the tool; it validates no result against the schema (our
+    # results are checked by the tests and by clients, such as the official one, that validate).
+    tool.fn_metadata.output_schema = schemas.output_schema_of(TOOL_OUTPUTS[name])
+    tool.parameters = {**tool.parameters, **TOOL_INPUT_RULES.get(name, {})}
+    return tool
 
 
 #: The SDK's own Host/Origin checks stay off: the application's trust boundary
@@ -340,7 +429,11 @@ def setup_mcp(app: web.Application) -> None:
     then stops the MCP endpoint before the services close.
     """
     settings = keys.settings(app)
-    tools = ScenarioKitTools(functools.partial(_services, app), functools.partial(trace_viewer_url, app))
+    tools = ScenarioKitTools(
+        functools.partial(_services, app),
+        functools.partial(trace_viewer_url, app),
+        health=functools.partial(health_report, app),
+    )
     server = build_mcp_server(tools)
     # Builds the session manager; its Starlette routing is not used: aiohttp routes /mcp to the manager.
     server.streamable_http_app(

@@ -11,11 +11,12 @@ parameters) are declared here and checked by the SDK's argument model.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import attrs
 import cattrs
@@ -39,19 +40,29 @@ from scenariokit.formats.inputs import (
     StepInput,
 )
 from scenariokit.formats.queries import (
+    CredentialQuery,
     EnvironmentQuery,
     LogQuery,
     RevisionQuery,
+    RunQuery,
     ScenarioQuery,
     ScheduleQuery,
+    SessionQuery,
+    SnippetQuery,
+    StatsQuery,
 )
 from scenariokit.services import Services
-from scenariokit_server.openapi import list_params, log_params
+from scenariokit.services.transfer import ACCEPTED_KINDS
+from scenariokit_server.openapi import list_params, log_params, stats_params
 from scenariokit_server.schemas import json_schema_of
 
 JSON = dict[str, Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: At most this many images answer ``get_run(includeScreenshots=true)``; the rest come as links.
+MAX_RUN_IMAGES = 4
+#: An image larger than this comes as a link, not as image content.
+MAX_IMAGE_BYTES = 1024 * 1024
 #: How long ``run_scenario`` waits by default: under the 60 s request timeout common MCP clients use.
 DEFAULT_WAIT_SECONDS = 50.0
 MAX_WAIT_SECONDS = 600.0
@@ -88,7 +99,48 @@ ScheduleId = Annotated[
 ]
 _SCHEDULE_FIELDS = ("scenarioId", "environmentIds", "cron", "intervalSeconds", "timezone", "enabled")
 RunId = Annotated[
-    str, Field(description="The run's id, a UUID (from run_scenario).", json_schema_extra=_UUID)
+    str, Field(description="The run's id, a UUID (from run_scenario or list_runs).", json_schema_extra=_UUID)
+]
+SnippetId = Annotated[
+    str, Field(description="The snippet's id, a UUID (from list_snippets).", json_schema_extra=_UUID)
+]
+IncludeScreenshots = Annotated[
+    bool,
+    Field(
+        description=f"Also return the run's screenshots as images (the failed step's first, then the "
+        f"newest; at most {MAX_RUN_IMAGES}, each at most {MAX_IMAGE_BYTES // 1024 // 1024} MiB); its "
+        "other files come as resource links."
+    ),
+]
+Kind = Annotated[
+    str,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "enum": list(ACCEPTED_KINDS),
+            "description": "What the YAML holds: the kind of the REST export or import endpoint.",
+        }
+    ),
+]
+ExportIds = Annotated[
+    list[str] | None,
+    WithJsonSchema(
+        {
+            "type": ["array", "null"],
+            "items": {"type": "string", "format": "uuid"},
+            "description": "The records to export; for kind scenario, all when absent.",
+        }
+    ),
+]
+IncludeEnvironment = Annotated[
+    bool, Field(description="kind scenario: add the scenarios' environments (section `# environments`).")
+]
+Yaml = Annotated[
+    str,
+    Field(
+        description="The YAML stream, as exported (export_yaml) or as POSTed to REST's import; at most the "
+        "server's request body limit (SCENARIOKIT_MAX_BODY_BYTES)."
+    ),
 ]
 Wait = Annotated[
     bool, Field(description="Block until the run ends (bounded by waitSeconds) instead of returning at once.")
@@ -131,13 +183,32 @@ CLEAR_ABOUT = "Fields to remove (set to null). Fields neither given nor listed k
 
 
 @attrs.frozen
+class Picture:
+    """An image a tool shows beside its JSON: the bytes and their media type."""
+
+    data: bytes
+    mime_type: str = "image/png"
+
+
+@attrs.frozen
+class Link:
+    """A file a tool points to instead of carrying it: where REST serves it (a path under ``/api/v1``)."""
+
+    url: str
+    name: str
+    mime_type: str
+
+
+@attrs.frozen
 class Answer:
     """What a tool answers: a JSON shape of the REST API, and notes for the reader that come first."""
 
     data: JSON
     notes: tuple[str, ...] = ()
-    #: PNG images shown after the notes (an authoring screenshot)
-    images: tuple[bytes, ...] = ()
+    #: images shown after the notes (an authoring screenshot: PNG bytes; a run's: pictures)
+    images: tuple[bytes | Picture, ...] = ()
+    #: files shown as resource links after the images
+    links: tuple[Link, ...] = ()
 
 
 def parse_id(raw: str, name: str) -> uuid.UUID:
@@ -320,8 +391,17 @@ class RunRequest(ToolInput):
         return found
 
     def value(self, converter: cattrs.Converter, arguments: JSON) -> Any:
-        """A :class:`RunInput`, or a :class:`RunBatchInput` when ``environmentIds`` is given."""
+        """A :class:`RunInput`, or a :class:`RunBatchInput` when ``environmentIds`` is given.
+
+        Neither given is refused naming both, as REST refuses it; the tool's schema says one of them is
+        required (``anyOf``).
+        """
         return structure_run_request(converter, given(**{name: arguments.get(name) for name in self.names}))
+
+    #: What the tool's input schema adds: one of the two is required.
+    ONE_OF_REQUIRED: ClassVar[JSON] = {
+        "anyOf": [{"required": ["environmentId"]}, {"required": ["environmentIds"]}]
+    }
 
 
 def takes(
@@ -355,11 +435,17 @@ class ScenarioKitTools:
     """
 
     def __init__(
-        self, services: Callable[[], Services], trace_link: Callable[[Run], str | None] | None = None
+        self,
+        services: Callable[[], Services],
+        trace_link: Callable[[Run], str | None] | None = None,
+        *,
+        health: Callable[[], Awaitable[JSON]],
     ) -> None:
         self._services = services
         #: where the server's trace viewer opens a run's trace (``traceViewerUrl``, as REST answers it)
         self._trace_link = trace_link or (lambda run: None)
+        #: the body ``GET /health`` answers
+        self._health = health
 
     def tool(self, name: str) -> Callable[..., Awaitable[Answer]]:
         """Tool ``name`` as the SDK is given it: a body's fields and a list's parameters are its own.
@@ -580,6 +666,7 @@ class ScenarioKitTools:
     ) -> Answer:
         """Run a scenario in a fresh Chromium against an environment; the run starts `in_progress`.
 
+        One of `environmentId` (one run) or `environmentIds` (a batch) is required.
         Running executes the steps' code (Python) in a sandboxed worker process: only run code you trust.
 
         With `wait` the call returns once the run is `pass` or `fail`, with step results, error and log.
@@ -620,13 +707,137 @@ class ScenarioKitTools:
         return Answer(data)
 
     @lists(log_params(), LogQuery.from_params)
-    async def get_run(self, runId: RunId, query: LogQuery) -> Answer:
-        """Read a run: status, error, step results, environment, saved session, and a page of its log."""
+    async def get_run(
+        self, runId: RunId, query: LogQuery, includeScreenshots: IncludeScreenshots = False
+    ) -> Answer:
+        """Read a run: status, error, step results, environment, saved session, and a page of its log.
+
+        `q` searches the log (case-insensitive substring). With `includeScreenshots`, the failed step's
+        screenshot (and the run's other images, newest first) come as images beside the JSON, and its
+        other files (the trace) as resource links.
+        """
         services = self._services()
         detail = await services.runs.get(parse_id(runId, "runId"), query)
-        return Answer(
-            shape.run_detail_json(services.converter, detail, trace_viewer_url=self._trace_link(detail.run))
+        data = shape.run_detail_json(
+            services.converter, detail, trace_viewer_url=self._trace_link(detail.run)
         )
+        if not includeScreenshots:
+            return Answer(data)
+        return await self._with_files(services, detail.run, data)
+
+    @staticmethod
+    async def _with_files(services: Services, run: Run, data: JSON) -> Answer:
+        """``data`` with the run's images (bounded in count and size) and links to every other file."""
+        images: list[Picture] = []
+        links: list[Link] = []
+        notes: list[str] = []
+        shown = set()
+        for name in shape.image_artifacts(run):
+            if len(images) == MAX_RUN_IMAGES:
+                break
+            path = await services.runs.artifact(run.id, name)  # the check REST's artifact route makes
+            size = (await asyncio.to_thread(path.stat)).st_size
+            if size > MAX_IMAGE_BYTES:
+                notes.append(f"{name} ({size} bytes) is over {MAX_IMAGE_BYTES} bytes: linked, not shown.")
+                continue
+            images.append(
+                Picture(await asyncio.to_thread(path.read_bytes), shape.artifact_content_type(name))
+            )
+            shown.add(name)
+        for name in run.artifacts:
+            if name not in shown:
+                links.append(Link(shape.artifact_url(run.id, name), name, shape.artifact_content_type(name)))
+        return Answer(data, tuple(notes), images=tuple(images), links=tuple(links))
+
+    @lists(list_params(RunQuery), RunQuery.from_params)
+    async def list_runs(self, query: RunQuery) -> Answer:
+        """List runs, newest first: {items, total, page, limit}; filter by status (e.g. `fail`), scenario,
+        environment, batch, or `since` (runs created at or after an ISO 8601 time)."""
+        services = self._services()
+        found = await services.runs.list(query)
+        return Answer(shape.page_json(found, lambda detail: shape.run_item_json(services.converter, detail)))
+
+    async def cancel_run(self, runId: RunId) -> Answer:
+        """Stop a run in progress: it ends `fail` with `error.kind` `cancelled` (a finished run: 409)."""
+        services = self._services()
+        run = await services.runs.cancel(parse_id(runId, "runId"))
+        detail = await services.runs.get(run.id)
+        return Answer(
+            shape.run_detail_json(services.converter, detail, trace_viewer_url=self._trace_link(run))
+        )
+
+    @lists(stats_params(), StatsQuery.from_params)
+    async def get_scenario_stats(self, scenarioId: ScenarioId, query: StatsQuery) -> Answer:
+        """How a scenario's finished runs of the last `days` days went: runs, passed, failed, flaky,
+        rates, duration percentiles and its last failure ({runId, at, message})."""
+        services = self._services()
+        stats = await services.runs.stats(parse_id(scenarioId, "scenarioId"), query)
+        return Answer(shape.stats_json(services.converter, stats))
+
+    # --- what step code can call on: snippets, credentials, sessions -----------------------------
+
+    @lists(list_params(SnippetQuery), SnippetQuery.from_params)
+    async def list_snippets(self, query: SnippetQuery) -> Answer:
+        """List snippets (code step code calls with `await runSnippet(alias, args)`): {items, total, page,
+        limit}; `q` matches alias or title."""
+        services = self._services()
+        found = await services.snippets.list(query)
+        return Answer(shape.page_json(found, lambda item: shape.snippet_json(services.converter, item)))
+
+    async def get_snippet(self, snippetId: SnippetId) -> Answer:
+        """Read one snippet with its code (a function body with `args` bound; it may `return`)."""
+        services = self._services()
+        snippet = await services.snippets.get(parse_id(snippetId, "snippetId"))
+        return Answer(shape.snippet_json(services.converter, snippet))
+
+    @lists(list_params(CredentialQuery), CredentialQuery.from_params)
+    async def list_credentials(self, query: CredentialQuery) -> Answer:
+        """List credentials by name and username, never a secret (`hasSecret` says whether one is set):
+        {items, total, page, limit}. Step code reads a credential linked to its scenario under an alias:
+        `helpers.credentials[alias]`."""
+        services = self._services()
+        found = await services.credentials.list(query)
+        return Answer(shape.page_json(found, lambda item: shape.credential_json(services.converter, item)))
+
+    @lists(list_params(SessionQuery), SessionQuery.from_params)
+    async def list_sessions(self, query: SessionQuery) -> Answer:
+        """List browser sessions saved by runs (`saveSession`), tokens masked: {items, total, page, limit}.
+        A run or authoring_start can start from one (`sessionId`)."""
+        services = self._services()
+        found = await services.sessions.list(query)
+        return Answer(shape.page_json(found, lambda item: shape.session_json(services.converter, item)))
+
+    async def delete_environment(self, environmentId: EnvironmentId) -> Answer:
+        """Delete an environment; scenarios using it as their default are unlinked, its runs stay readable."""
+        ident = parse_id(environmentId, "environmentId")
+        await self._services().environments.delete(ident)
+        return Answer({"id": str(ident), "deleted": True})
+
+    # --- YAML and health --------------------------------------------------------------------------
+
+    async def export_yaml(
+        self, kind: Kind, ids: ExportIds = None, includeEnvironment: IncludeEnvironment = False
+    ) -> Answer:
+        """Export records as the YAML stream REST's export writes (never a secret): {kind, yaml}.
+
+        kind `scenario`: the scenarios in `ids`, all when absent (with `includeEnvironment`, their
+        environments too). Other kinds: the records in `ids`, one document each. Edit the text and give
+        it to import_yaml to write it back.
+        """
+        idents = [parse_id(raw, f"ids[{i}]") for i, raw in enumerate(ids)] if ids is not None else None
+        text = await self._services().transfer.export(kind, idents, include_environment=includeEnvironment)
+        return Answer({"kind": kind, "yaml": text})
+
+    async def import_yaml(self, kind: Kind, yaml: Yaml) -> Answer:
+        """Import a YAML stream as REST's import of `kind` does: upsert by id, in one transaction (a bad
+        document changes nothing): {created, updated, counts}. Scenario steps are replaced by the
+        document's; step code is executed code, as in create_step."""
+        report = await self._services().transfer.import_yaml(yaml, kind=kind)
+        return Answer(report.to_json())
+
+    async def get_health(self) -> Answer:
+        """The service's health, as GET /health answers it: status, version, database, browser, sandbox."""
+        return Answer(await self._health())
 
     # --- schedules ------------------------------------------------------------------------------
 

@@ -31,8 +31,10 @@ from marshmallow import Schema
 from scenariokit.domain.revisions import MESSAGE_MAX
 from scenariokit.formats.queries import (
     DEFAULT_LIMIT,
+    DEFAULT_STATS_DAYS,
     MAX_LIMIT,
     MAX_PAGE,
+    MAX_STATS_DAYS,
     AuditQuery,
     ListQuery,
     RevisionQuery,
@@ -186,11 +188,29 @@ def list_params(query: type[ListQuery], *, exclude: Iterable[str] = ()) -> list[
             query_param("status", {"type": "string", "enum": ["in_progress", "pass", "fail"]}, "run status")
         )
         params.append(
-            query_param("scenarioId", {"type": "string", "format": "uuid"}, "runs of this scenario")
+            query_param(
+                "scenarioId", {"type": "string", "format": "uuid"}, "runs of this scenario (its id, a UUID)"
+            )
         )
         params.append(
             query_param(
-                "batchId", {"type": "string", "format": "uuid"}, "runs queued together by one request"
+                "batchId",
+                {"type": "string", "format": "uuid"},
+                "runs queued together by one request (the batchId, a UUID)",
+            )
+        )
+        params.append(
+            query_param(
+                "environmentId",
+                {"type": "string", "format": "uuid"},
+                "runs against this environment (its id, a UUID)",
+            )
+        )
+        params.append(
+            query_param(
+                "since",
+                {"type": "string", "format": "date-time"},
+                "runs created at or after this time (ISO 8601; without an offset, UTC)",
             )
         )
     elif issubclass(query, RevisionQuery):
@@ -238,6 +258,17 @@ def log_params() -> list[dict[str, Any]]:
             "limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}, "log lines per page"
         ),
         query_param("q", {"type": "string"}, "case-insensitive substring of the log message"),
+    ]
+
+
+def stats_params() -> list[dict[str, Any]]:
+    """The query parameters of a scenario's run history figures: the window in days."""
+    return [
+        query_param(
+            "days",
+            {"type": "integer", "minimum": 1, "maximum": MAX_STATS_DAYS, "default": DEFAULT_STATS_DAYS},
+            "the window: the last N days",
+        )
     ]
 
 

@@ -32,6 +32,7 @@ from scenariokit.domain import code, model, revisions
 from scenariokit.domain import schedule as schedule_model
 from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
 from scenariokit.formats import inputs
+from scenariokit.services.transfer import ACCEPTED_KINDS
 
 #: The attrs validators of the model, as marshmallow validators plus the JSON Schema words they need.
 _VALIDATORS: dict[Callable[..., Any], tuple[validate.Validator, dict[str, Any]]] = {
@@ -632,6 +633,32 @@ AuthoringExec = Schema.from_dict(
     name="AuthoringExecSchema",
 )
 
+# --- answers only MCP gives ------------------------------------------------------------------------
+
+Deleted = Schema.from_dict(
+    {"id": fields.UUID(required=True), "deleted": fields.Boolean(required=True)}, name="DeletedSchema"
+)
+AuthoringEnded = Schema.from_dict(
+    {
+        "authoring_id": fields.UUID(required=True, data_key="authoringId"),
+        "ended": fields.Boolean(required=True),
+    },
+    name="AuthoringEndedSchema",
+)
+YamlExport = Schema.from_dict(
+    {
+        "kind": fields.String(
+            required=True,
+            validate=validate.OneOf(list(ACCEPTED_KINDS)),
+        ),
+        "yaml": fields.String(
+            required=True,
+            metadata={"description": "the YAML stream REST's export of the same records answers"},
+        ),
+    },
+    name="YamlExportSchema",
+)
+
 # --- requests ---------------------------------------------------------------------------------------
 
 StepInput = schema_of(inputs.StepInput)
@@ -752,12 +779,34 @@ def json_schema_of(cls: type) -> dict[str, Any]:
     are then said the JSON Schema way (``nullable``, a boolean ``exclusiveMinimum``) and nested
     schemas are written in place of their ``$ref``.
     """
+    return output_schema_of(REQUESTS[cls])
+
+
+def output_schema_of(schema: type[Schema] | Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON Schema of a response schema (an MCP tool's ``outputSchema``), said as
+    :func:`json_schema_of` says a request's.
+
+    ``schema`` is a marshmallow schema, or a mapping such as ``{"oneOf": [A, B]}`` whose schemas are
+    converted in place.
+    """
     plugin = SchemaPlugin()
     spec = APISpec("scenariokit", "1", OPENAPI_VERSION, plugins=[plugin])
     assert plugin.converter is not None  # set by APISpec when it takes the plugin
-    root = plugin.converter.schema2jsonschema(REQUESTS[cls])
+    converter = plugin.converter
+
+    def convert(node: Any) -> Any:
+        if isinstance(node, type) and issubclass(node, Schema):
+            return converter.schema2jsonschema(node)
+        if isinstance(node, Mapping):
+            return {key: convert(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [convert(item) for item in node]
+        return node
+
+    root = convert(schema)
     components = spec.to_dict().get("components", {}).get("schemas", {})
-    return _as_json_schema(root, components)
+    found: dict[str, Any] = _as_json_schema(root, components)
+    return found
 
 
 def _as_json_schema(node: Any, components: Mapping[str, Any]) -> Any:

@@ -94,7 +94,8 @@ def _preflights(app: web.Application) -> list[tuple[str, str]]:
         assert route.resource is not None
         info = route.resource.get_info()
         path = info.get("path") or info["formatter"]
-        names = {"id": "x", "stepId": "y", "credentialId": "z", "name": "n", "number": "1", "from": "1", "to": "2"}
+        names = {"id": "x", "stepId": "y", "credentialId": "z", "name": "n", "number": "1"}
+        names |= {"from": "1", "to": "2"}
         seen.add((route.method, path.format(**names)))
     return sorted(seen)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -13,7 +14,7 @@ import attrs
 import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, ImageContent, ResourceLink, TextContent
 
 from scenariokit.services import Services
 
@@ -90,6 +91,21 @@ class Transcript:
         data = await call(session, tool, **arguments)
         self.calls.append({"tool": tool, "arguments": arguments, "structuredContent": data})
         return data
+
+    async def call_full(self, session: ClientSession, tool: str, **arguments: Any) -> CallToolResult:
+        """Like :meth:`call`, returning the whole result; images and links are recorded as what they are."""
+        result = await session.call_tool(tool, arguments)
+        assert not result.is_error, text_of(result)
+        shown = [
+            {"type": "image", "mimeType": block.mime_type, "bytes": len(base64.b64decode(block.data))}
+            if isinstance(block, ImageContent)
+            else {"type": "resource_link", "uri": block.uri, "name": block.name}
+            for block in result.content
+            if isinstance(block, ImageContent | ResourceLink)
+        ]
+        entry = {"tool": tool, "arguments": arguments, "structuredContent": result.structured_content}
+        self.calls.append({**entry, "content": shown} if shown else entry)
+        return result
 
     def save(self) -> None:
         """Write the transcript as JSON where ``SCENARIOKIT_MCP_TRANSCRIPT`` says, if it is set."""

@@ -8,6 +8,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_support import Served, ServerFactory, call, connect
 
+from scenariokit_server.mcp import TOOL_HINTS
+
 TOKEN = "mcp-test-token-0123456789"
 
 
@@ -35,7 +37,7 @@ async def test_the_official_client_without_the_token_is_refused_with_401(
 
 async def test_the_official_client_with_the_token_works(guarded: Served) -> None:
     async with connect(guarded.mcp_url, token=TOKEN) as mcp:
-        assert len((await mcp.list_tools()).tools) == 22  # 13 + 5 authoring + 4 schedule tools
+        assert len((await mcp.list_tools()).tools) == len(TOOL_HINTS)  # every tool
         created = await call(mcp, "create_scenario", name="guarded")
         assert (await call(mcp, "get_scenario", scenarioId=created["id"]))["name"] == "guarded"
 

@@ -60,3 +60,23 @@ async def test_the_admin_token_calls_every_tool_and_its_writes_are_audited_as_mc
     assert [(e["tokenName"], e["door"], e["action"], e["resourceId"]) for e in page["items"]] == [
         ("ops", "mcp", "create", created["id"])
     ]
+
+
+async def test_the_upkeep_tools_need_the_scopes_of_their_rest_routes(start_server: ServerFactory) -> None:
+    writer = "writer-token-0123456789"
+    team = await start_server(api_tokens=(f"dash:read:{READER}", f"dev:write:{writer}"))
+    credential = "kind: credential\nname: shop\nusername: ada\nsecret: s3cret\n"
+    async with connect(team.mcp_url, token=READER) as mcp:
+        listed = {tool.name for tool in (await mcp.list_tools()).tools}
+        assert {"list_runs", "get_run", "list_credentials", "export_yaml", "get_health"} <= listed
+        assert not {"cancel_run", "import_yaml", "delete_environment"} & listed
+        refused = await fail(mcp, "import_yaml", kind="environment", yaml="name: x\n")
+        assert (refused.structured_content or {})["status"] == 403
+    async with connect(team.mcp_url, token=writer) as mcp:
+        refused = await fail(mcp, "import_yaml", kind="credential", yaml=credential)
+        problem = refused.structured_content or {}
+        assert problem["status"] == 403 and "scope 'admin'" in problem["detail"]
+        assert (await call(mcp, "list_credentials"))["total"] == 0
+        assert (await call(mcp, "import_yaml", kind="environment", yaml="name: x\n"))["counts"][
+            "created"
+        ] == 1

@@ -39,6 +39,17 @@ REQUIRED = {
     "authoring_snapshot": {"authoringId"},
     "authoring_save": {"authoringId"},
     "authoring_end": {"authoringId"},
+    "list_runs": set(),
+    "cancel_run": {"runId"},
+    "get_scenario_stats": {"scenarioId"},
+    "list_snippets": set(),
+    "get_snippet": {"snippetId"},
+    "list_credentials": set(),
+    "list_sessions": set(),
+    "delete_environment": {"environmentId"},
+    "export_yaml": {"kind"},
+    "import_yaml": {"kind", "yaml"},
+    "get_health": set(),
 }
 
 

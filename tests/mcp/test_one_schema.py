@@ -1,4 +1,5 @@
-"""One schema source: a tool's body parameters are the OpenAPI schema of the same attrs input.
+"""One schema source: a tool's body parameters are the OpenAPI schema of the same attrs input, and its
+answer's ``outputSchema`` is the OpenAPI schema of the REST answer it gives.
 
 Read from the running server, as clients see them: ``/docs/openapi.json`` and the MCP ``tools/list``.
 Bad input, over REST and over MCP alike, is refused naming the field, and nothing is stored.
@@ -9,9 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+from jsonschema import Draft202012Validator
 from mcp_support import Served, call, connect, fail
 
 from scenariokit.formats import inputs
+from scenariokit_server import schemas
+from scenariokit_server.mcp import TOOL_HINTS, TOOL_OUTPUTS
 from scenariokit_server.mcp_tools import ScenarioKitTools, ToolInput, ToolQuery
 
 #: The words that bound a value; a tool must say each exactly as OpenAPI does.
@@ -36,6 +40,11 @@ LIST_OPERATIONS = {
     "get_run": "/api/v1/run/{id}",
     "list_schedules": "/api/v1/schedules",
     "list_revisions": "/api/v1/scenarios/{id}/revisions",
+    "list_runs": "/api/v1/run",
+    "get_scenario_stats": "/api/v1/scenarios/{id}/stats",
+    "list_snippets": "/api/v1/snippets",
+    "list_credentials": "/api/v1/credentials",
+    "list_sessions": "/api/v1/sessions",
 }
 
 
@@ -184,7 +193,8 @@ async def test_bad_input_is_refused_by_field_over_rest_and_mcp_and_nothing_is_st
             }
         async with http.post(f"{api}/run", json={"scenarioId": scenario["id"]}) as response:
             assert response.status == 400
-            assert (await response.json())["errors"] == {"environmentId": "is required"}
+            why = "give environmentId (one run) or environmentIds (a batch)"
+            assert (await response.json())["errors"] == {"environmentId": why, "environmentIds": why}
 
     async with connect(server.mcp_url) as mcp:
         refused = await fail(mcp, "create_scenario", name=too_long)
@@ -209,3 +219,90 @@ async def test_bad_input_is_refused_by_field_over_rest_and_mcp_and_nothing_is_st
         assert (await call(mcp, "list_scenarios"))["total"] == 1
     assert (await server.services.runs.list()).total == 0
     assert (await server.services.environments.list()).total == 1
+
+
+#: The REST answer each tool's answer is: (method, path, status) of the route in the OpenAPI document.
+#: The tools left out answer what REST answers with 204 or YAML (MCP_ONLY_OUTPUTS).
+OUTPUT_ROUTES = {
+    "list_scenarios": ("get", "/api/v1/scenarios", "200"),
+    "get_scenario": ("get", "/api/v1/scenarios/{id}", "200"),
+    "create_scenario": ("post", "/api/v1/scenarios", "201"),
+    "update_scenario": ("patch", "/api/v1/scenarios/{id}", "200"),
+    "create_step": ("post", "/api/v1/scenarios/{id}/steps", "201"),
+    "update_step": ("patch", "/api/v1/scenarios/{id}/steps/{stepId}", "200"),
+    "list_environments": ("get", "/api/v1/environments", "200"),
+    "create_environment": ("post", "/api/v1/environments", "201"),
+    "update_environment": ("patch", "/api/v1/environments/{id}", "200"),
+    "run_scenario": ("post", "/api/v1/run", "201"),
+    "get_run": ("get", "/api/v1/run/{id}", "200"),
+    "list_schedules": ("get", "/api/v1/schedules", "200"),
+    "create_schedule": ("post", "/api/v1/schedules", "201"),
+    "update_schedule": ("patch", "/api/v1/schedules/{id}", "200"),
+    "authoring_start": ("post", "/api/v1/authoring", "201"),
+    "authoring_exec": ("post", "/api/v1/authoring/{id}/exec", "200"),
+    "authoring_snapshot": ("get", "/api/v1/authoring/{id}", "200"),
+    "authoring_save": ("post", "/api/v1/authoring/{id}/save", "200"),
+    "list_runs": ("get", "/api/v1/run", "200"),
+    "cancel_run": ("post", "/api/v1/run/{id}/cancel", "200"),
+    "get_scenario_stats": ("get", "/api/v1/scenarios/{id}/stats", "200"),
+    "list_snippets": ("get", "/api/v1/snippets", "200"),
+    "get_snippet": ("get", "/api/v1/snippets/{id}", "200"),
+    "list_credentials": ("get", "/api/v1/credentials", "200"),
+    "list_sessions": ("get", "/api/v1/sessions", "200"),
+    "import_yaml": ("post", "/api/v1/environments/import", "200"),
+    "get_health": ("get", "/health", "200"),
+    "list_revisions": ("get", "/api/v1/scenarios/{id}/revisions", "200"),
+    "diff_revisions": ("get", "/api/v1/scenarios/{id}/revisions/{from}/diff/{to}", "200"),
+    "restore_revision": ("post", "/api/v1/scenarios/{id}/revisions/{number}/restore", "200"),
+}
+MCP_ONLY_OUTPUTS = {
+    "delete_scenario": schemas.Deleted,
+    "delete_step": schemas.Deleted,
+    "delete_schedule": schemas.Deleted,
+    "delete_environment": schemas.Deleted,
+    "authoring_end": schemas.AuthoringEnded,
+    "export_yaml": schemas.YamlExport,
+}
+
+
+def _fields(node: Any, where: str = "$") -> set[str]:
+    """Every property path a schema names (through items and alternatives), each marked when required."""
+    found: set[str] = set()
+    if isinstance(node, list):
+        for item in node:
+            found |= _fields(item, where)
+        return found
+    if not isinstance(node, dict):
+        return found
+    required = set(node.get("required", ()))
+    for name, prop in node.get("properties", {}).items():
+        path = f"{where}.{name}"
+        found.add(path + ("!" if name in required else ""))
+        found |= _fields(prop, path)
+    for word in ("items", "anyOf", "oneOf", "allOf"):
+        if word in node:
+            found |= _fields(node[word], where + ("[]" if word == "items" else ""))
+    return found
+
+
+async def test_every_tool_lists_the_output_schema_of_the_rest_answer_it_gives(server: Served) -> None:
+    assert set(TOOL_OUTPUTS) == set(TOOL_HINTS) == set(OUTPUT_ROUTES) | set(MCP_ONLY_OUTPUTS)
+    async with aiohttp.ClientSession() as http, http.get(f"{server.url}/docs/openapi.json") as response:
+        openapi = await response.json()
+    components = openapi["components"]["schemas"]
+    async with connect(server.mcp_url) as mcp:
+        listed = {tool.name: tool.output_schema for tool in (await mcp.list_tools()).tools}
+    for name, schema in listed.items():
+        assert schema is not None and schema["type"] == "object", name
+        Draft202012Validator.check_schema(schema)
+        if name in MCP_ONLY_OUTPUTS:
+            assert schema == schemas.output_schema_of(MCP_ONLY_OUTPUTS[name]), name
+            continue
+        method, path, status = OUTPUT_ROUTES[name]
+        documented = openapi["paths"][path][method]["responses"][status]["content"]["application/json"]
+        rest = _resolved(documented["schema"], components)
+        assert _fields(schema) and _fields(schema) == _fields(rest), name
+    run = listed["get_run"]["properties"]
+    assert run["status"]["enum"] == ["in_progress", "pass", "fail"]
+    assert run["error"]["type"] == ["object", "null"]  # a nullable object: null or the whole object
+    assert set(run["error"]["required"]) == {"kind", "message", "stepId"}

@@ -137,6 +137,22 @@ async def test_filters_by_name_status_and_scenario(store: SqlStore) -> None:
         assert {s.alias for s in snippets.items} == {"a1", *(f"a1{i}" for i in range(10))}
 
 
+async def test_runs_filter_by_environment_and_since(store: SqlStore) -> None:
+    ids = await _seed(store)
+    (env, *_) = ids["environments"]
+    late = [i for i in range(COUNT) if _time(i) >= _time(3)]  # runs are created at _time(i)
+    async with store.unit_of_work(readonly=True) as uow:
+        of_env = await uow.runs.list(RunQuery(environment_id=env, limit=200))
+        assert of_env.total == COUNT and len(of_env.items) == COUNT
+        assert (await uow.runs.list(RunQuery(environment_id=uuid.uuid4()))).total == 0
+        recent = await uow.runs.list(RunQuery(since=_time(3), limit=200))
+        assert recent.total == len(late) and all(run.created_at >= _time(3) for run in recent.items)
+        both = await uow.runs.list(RunQuery(since=_time(3), status=RunStatus.PASS, environment_id=env))
+        assert both.total == len([i for i in late if list(RunStatus)[i % 3] is RunStatus.PASS])
+    naive = RunQuery.from_params({"since": _time(3).replace(tzinfo=None).isoformat()})
+    assert naive.since == _time(3)
+
+
 async def test_like_wildcards_in_q_are_taken_literally(store: SqlStore) -> None:
     async with store.unit_of_work() as uow:
         await uow.scenarios.add(Scenario(name="100% done"))
@@ -162,6 +178,8 @@ async def test_like_wildcards_in_q_are_taken_literally(store: SqlStore) -> None:
         (ScenarioQuery, {"limit": "ten"}, "limit"),
         (RunQuery, {"status": "done"}, "status"),
         (RunQuery, {"scenarioId": "nope"}, "scenarioId"),
+        (RunQuery, {"environmentId": "nope"}, "environmentId"),
+        (RunQuery, {"since": "last tuesday"}, "since"),
         (ScenarioQuery, {"sort": "name"}, "sort"),
     ],
 )

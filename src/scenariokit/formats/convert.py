@@ -430,7 +430,13 @@ def structure_input(converter: cattrs.Converter, data: Any, cls: type[T], *, wha
 
 
 def structure_run_request(converter: cattrs.Converter, data: Any) -> inputs.RunInput | inputs.RunBatchInput:
-    """A request to run a scenario: ``environmentIds`` asks for a batch (a run per environment), else one."""
+    """A request to run a scenario: ``environmentIds`` asks for a batch (a run per environment), else one.
+
+    One of ``environmentId`` and ``environmentIds`` is required: neither given is refused naming both.
+    """
+    if isinstance(data, Mapping) and data.get("environmentId") is None and data.get("environmentIds") is None:
+        why = "give environmentId (one run) or environmentIds (a batch)"
+        raise ValidationError(f"invalid run: {why}", {"environmentId": why, "environmentIds": why})
     if isinstance(data, Mapping) and "environmentIds" in data:
         if "environmentId" in data:
             why = "give environmentId or environmentIds, not both"

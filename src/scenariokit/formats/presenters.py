@@ -32,6 +32,7 @@ from scenariokit.domain.model import (
     Session,
     Snippet,
     Step,
+    StepStatus,
 )
 from scenariokit.domain.revisions import Revision, RevisionDiff, RevisionInfo, fields_document
 from scenariokit.domain.schedule import Schedule
@@ -61,6 +62,17 @@ def artifact_url(run_id: uuid.UUID, name: str) -> str:
 def trace_artifact(run: Run) -> str | None:
     """The name of the Playwright trace ``run`` recorded, if any."""
     return next((name for name in run.artifacts if name.endswith(".zip")), None)
+
+
+def image_artifacts(run: Run) -> list[str]:
+    """The run's image files: the failed step's screenshot (``step-N.png``) first, then newest first."""
+    images = [name for name in reversed(run.artifacts) if artifact_content_type(name).startswith("image/")]
+    failed = next((result for result in run.step_results if result.status is StepStatus.FAIL), None)
+    preferred = f"step-{failed.order}.png" if failed is not None else None
+    if preferred in images:
+        images.remove(preferred)
+        images.insert(0, preferred)
+    return images
 
 
 def artifacts_json(run: Run) -> list[JSON]:

@@ -174,7 +174,8 @@ def _uuid(raw: Any, name: str) -> uuid.UUID | None:
 
 @attrs.frozen
 class RunQuery(ListQuery):
-    """List of runs: ``createdAt|status|scenario.name``, newest first; filters by status, scenario, batch."""
+    """List of runs: ``createdAt|status|scenario.name``, newest first; filters by status, scenario,
+    environment, batch and creation time."""
 
     ORDER_BY: ClassVar[tuple[str, ...]] = ("createdAt", "status", "scenario.name")
     DEFAULT_ORDER: ClassVar[tuple[str, OrderDir]] = ("createdAt", "desc")
@@ -183,10 +184,15 @@ class RunQuery(ListQuery):
     scenario_id: uuid.UUID | None = None
     #: the runs one request queued together (``environmentIds``)
     batch_id: uuid.UUID | None = None
+    environment_id: uuid.UUID | None = None
+    #: runs created at or after this time
+    since: datetime | None = None
 
     @classmethod
     def known_params(cls) -> frozenset[str]:
-        return (super().known_params() | {"status", "scenarioId", "batchId"}) - {"q"}
+        return (super().known_params() | {"status", "scenarioId", "batchId", "environmentId", "since"}) - {
+            "q"
+        }
 
     @classmethod
     def _kwargs(cls, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -194,6 +200,8 @@ class RunQuery(ListQuery):
         kwargs["status"] = _status(params.get("status"))
         kwargs["scenario_id"] = _uuid(params.get("scenarioId"), "scenarioId")
         kwargs["batch_id"] = _uuid(params.get("batchId"), "batchId")
+        kwargs["environment_id"] = _uuid(params.get("environmentId"), "environmentId")
+        kwargs["since"] = _since(params.get("since"))
         return kwargs
 
 

@@ -146,6 +146,14 @@ class _Refusals:
         )
 
 
+def check_kind(kind: str, what: str) -> None:
+    """Refuse (ValidationError naming ``kind``) a kind that is not an export and import kind."""
+    if kind not in ACCEPTED_KINDS:
+        raise ValidationError(
+            f"unknown {what} kind {kind!r}", {"kind": f"must be one of {', '.join(ACCEPTED_KINDS)}"}
+        )
+
+
 def _by_name(records: Iterable[Any]) -> list[Any]:
     # Exports are ordered by what they show, not by when records were stored, so that exporting an
     # import of an export gives the same text.
@@ -239,6 +247,39 @@ class TransferService(ServiceBase):
             snippet = require(await uow.snippets.get(ident), "snippet", ident)
         return dump_document(snippet_document(self.ctx.converter, snippet))
 
+    async def export(
+        self,
+        kind: str,
+        ids: Sequence[uuid.UUID] | None = None,
+        *,
+        include_environment: bool = False,
+        credential_ids: Sequence[uuid.UUID] = (),
+    ) -> str:
+        """A YAML stream of records of one ``kind``, as the export endpoints write them (never a secret).
+
+        Scenarios are exported as :meth:`export_scenarios` does (all when ``ids`` is None); the other
+        kinds one record per id, as their single exports, each its own document of the stream.
+        """
+        check_kind(kind, "export")
+        if kind == "scenario":
+            return await self.export_scenarios(
+                ids, include_environment=include_environment, credential_ids=credential_ids
+            )
+        if include_environment or credential_ids:
+            where = "includeEnvironment" if include_environment else "credentialIds"
+            raise ValidationError(f"{where} is for scenario exports", {where: "only with kind scenario"})
+        if not ids:
+            why = f"name the {kind}s to export (kind scenario alone exports all)"
+            raise ValidationError(f"invalid export: {why}", {"ids": why})
+        single = {
+            "environment": self.export_environment,
+            "credential": self.export_credential,
+            "snippet": self.export_snippet,
+            "schedule": self.export_schedule,
+        }[kind]
+        documents = [await single(ident) for ident in _dedupe(ids)]
+        return "".join(f"---\n{document}" for document in documents)
+
     # --- import ---------------------------------------------------------------------------------
 
     async def import_yaml(
@@ -254,10 +295,7 @@ class TransferService(ServiceBase):
         ``import`` (a document's ``revision`` is ignored); one it leaves as it was gets none.
         """
         origin = (origin or Origin()).through(RevisionSource.IMPORT)
-        if kind not in ACCEPTED_KINDS:
-            raise ValidationError(
-                f"unknown import kind {kind!r}", {"kind": f"must be one of {', '.join(ACCEPTED_KINDS)}"}
-            )
+        check_kind(kind, "import")
         # Parsing is pure Python and CPU-bound: a thread keeps a large import from stalling the event loop.
         entities = await asyncio.to_thread(load_entities, text, max_bytes=self.max_bytes)
         items = self._check(entities, kind)

@@ -9,6 +9,7 @@ import os
 import shutil
 import time
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from aiohttp import web
 
@@ -116,23 +117,29 @@ class BrowserFacts:
 async def health(request: web.Request) -> web.Response:
     """200 when the database answers and the server is not stopping, 503 otherwise; says whether a
     browser was found."""
+    body = await health_report(request.app)
+    return web.json_response(body, status=200 if body["status"] == "ok" else 503)
+
+
+async def health_report(app: web.Application) -> dict[str, Any]:
+    """The health body: the database pinged, the browser found, the sandbox and control groups in use,
+    and whether the server drains."""
     database = "ok"
     try:
-        await asyncio.wait_for(keys.services(request).store.ping(), PING_TIMEOUT_SECONDS)
+        await asyncio.wait_for(keys.app_services(app).store.ping(), PING_TIMEOUT_SECONDS)
     except Exception as exc:  # any failure to answer is "unreachable"; the reason goes to the log
         log.warning("health: the database does not answer: %s: %s", type(exc).__name__, exc)
         database = "unreachable"
-    browser, build = await request.app[keys.BROWSER_FACTS].get()
-    draining = request.app[keys.LIFECYCLE].draining
+    browser, build = await app[keys.BROWSER_FACTS].get()
+    draining = app[keys.LIFECYCLE].draining
     status = "draining" if draining else "ok" if database == "ok" else "degraded"
-    body = {
+    return {
         "status": status,
         "version": service_version(),
         "database": database,
         "browser": browser,
-        "sandbox": sandbox_kind(request.app, keys.settings(request.app)),
-        "runGroups": run_groups(request.app),
-        "leftOut": left_out(request.app, keys.settings(request.app)),
+        "sandbox": sandbox_kind(app, keys.settings(app)),
+        "runGroups": run_groups(app),
+        "leftOut": left_out(app, keys.settings(app)),
         "browserBuild": build,
     }
-    return web.json_response(body, status=200 if status == "ok" else 503)

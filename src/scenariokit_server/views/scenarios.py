@@ -6,15 +6,9 @@ from aiohttp import web
 
 from scenariokit.formats import presenters as shape
 from scenariokit.formats.inputs import Patch, ScenarioInput
-from scenariokit.formats.queries import (
-    DEFAULT_STATS_DAYS,
-    MAX_STATS_DAYS,
-    RunQuery,
-    ScenarioQuery,
-    StatsQuery,
-)
+from scenariokit.formats.queries import RunQuery, ScenarioQuery, StatsQuery
 from scenariokit_server import keys, schemas
-from scenariokit_server.openapi import list_params, message_param, operation, query_param
+from scenariokit_server.openapi import list_params, message_param, operation, stats_params
 from scenariokit_server.views import (
     API_PREFIX,
     body_as,
@@ -147,13 +141,7 @@ async def list_scenario_runs(request: web.Request) -> web.Response:
     "A scenario's run history: counts, rates, duration percentiles and its last failure",
     description="Over the finished runs created in the last `days` days (docs/monitoring.md, History).",
     response=schemas.RunStats,
-    params=[
-        query_param(
-            "days",
-            {"type": "integer", "minimum": 1, "maximum": MAX_STATS_DAYS, "default": DEFAULT_STATS_DAYS},
-            "the window: the last N days",
-        )
-    ],
+    params=stats_params(),
     errors=(400, 404),
 )
 async def scenario_stats(request: web.Request) -> web.Response:

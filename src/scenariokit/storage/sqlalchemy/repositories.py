@@ -369,6 +369,10 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
             filters.append(self.table.c.scenario_id == query.scenario_id)
         if query.batch_id is not None:
             filters.append(self.table.c.batch_id == query.batch_id)
+        if query.environment_id is not None:
+            filters.append(self.table.c.environment_id == query.environment_id)
+        if query.since is not None:
+            filters.append(self.table.c.created_at >= query.since)
         return filters
 
     async def kept_total(self, query: RunQuery) -> int | None:
@@ -377,6 +381,8 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         A filter the counts do not cover must return None here, so the total is counted instead.
         """
         if query.batch_id is not None:  # a batch holds at most a few runs: counted with its page
+            return None
+        if query.environment_id is not None or query.since is not None:  # not kept: counted
             return None
         counts = t.run_counts
         where: list[sa.ColumnElement[bool]] = []
