@@ -21,6 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from scenariokit.domain.browser import BrowserSettings, Geolocation, HttpCredentials, Viewport
     from scenariokit.domain.errors import (
         BrowserUnavailable,
         Conflict,
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
 
 #: where each public name lives
 _PUBLIC: dict[str, tuple[str, ...]] = {
+    "scenariokit.domain.browser": ("BrowserSettings", "Geolocation", "HttpCredentials", "Viewport"),
     "scenariokit.domain.errors": (
         "BrowserUnavailable",
         "Conflict",
@@ -140,6 +142,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BrowserSettings",
     "BrowserUnavailable",
     "Conflict",
     "Credential",
@@ -147,6 +150,8 @@ __all__ = [
     "CredentialQuery",
     "Environment",
     "EnvironmentQuery",
+    "Geolocation",
+    "HttpCredentials",
     "InvalidQuery",
     "Kit",
     "LogQuery",
@@ -174,6 +179,7 @@ __all__ = [
     "StepStatus",
     "TooLarge",
     "ValidationError",
+    "Viewport",
     "__version__",
     "get_plugin_manager",
     "hookimpl",

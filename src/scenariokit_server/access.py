@@ -90,6 +90,7 @@ ROUTE_SCOPES: Mapping[tuple[str, str], Scope | None] = {
     ("PUT", f"{_A}/environments/{{id}}"): WRITE,
     ("DELETE", f"{_A}/environments/{{id}}"): WRITE,
     ("GET", f"{_A}/environments/{{id}}/export"): READ,
+    ("GET", f"{_A}/devices"): READ,
     ("GET", f"{_A}/credentials"): READ,
     ("POST", f"{_A}/credentials"): ADMIN,
     ("POST", f"{_A}/credentials/import"): ADMIN,

@@ -361,7 +361,7 @@ class ScenarioKitTools:
     @takes(
         ScenarioInput,
         "scenario",
-        ("name", "description", "environmentId", "timeoutSeconds", "retries", "steps"),
+        ("name", "description", "environmentId", "timeoutSeconds", "retries", "browser", "steps"),
     )
     async def create_scenario(self, command: ScenarioInput) -> Answer:
         """Create a scenario, with its steps when given.
@@ -377,7 +377,7 @@ class ScenarioKitTools:
     @takes(
         ScenarioInput,
         "scenario",
-        ("name", "description", "environmentId", "timeoutSeconds", "retries"),
+        ("name", "description", "environmentId", "timeoutSeconds", "retries", "browser"),
         patch=True,
         clear=("description", "environmentId", "timeoutSeconds"),
     )
@@ -440,7 +440,7 @@ class ScenarioKitTools:
         found = await services.environments.list(query)
         return Answer(shape.page_json(found, lambda item: shape.environment_json(services.converter, item)))
 
-    @takes(EnvironmentInput, "environment", ("name", "description", "data"))
+    @takes(EnvironmentInput, "environment", ("name", "description", "data", "browser"))
     async def create_environment(self, command: EnvironmentInput) -> Answer:
         """Create an environment: the data a run's steps read, e.g. {"url": "https://staging.example.com"}."""
         services = self._services()
@@ -448,7 +448,11 @@ class ScenarioKitTools:
         return Answer(shape.environment_json(services.converter, environment))
 
     @takes(
-        EnvironmentInput, "environment", ("name", "description", "data"), patch=True, clear=("description",)
+        EnvironmentInput,
+        "environment",
+        ("name", "description", "data", "browser"),
+        patch=True,
+        clear=("description",),
     )
     async def update_environment(
         self, environmentId: EnvironmentId, command: Patch[EnvironmentInput]

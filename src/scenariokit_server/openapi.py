@@ -62,6 +62,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 TAGS = (
     {"name": "scenarios", "description": "Scenarios, their steps and credential links"},
     {"name": "environments", "description": "Named key-value data step code reads"},
+    {"name": "devices", "description": "The device names a browser setting may take (Playwright's list)"},
     {"name": "credentials", "description": "Usernames and write-only secrets"},
     {"name": "snippets", "description": "Reusable code called with runSnippet"},
     {"name": "sessions", "description": "Browser sessions saved by runs"},

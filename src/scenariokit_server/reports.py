@@ -37,9 +37,9 @@ from scenariokit_server.views import path_id, query_params
 REPORT_PREFIX = "/report"
 ASSETS = f"{REPORT_PREFIX}/assets"
 INDEX_URL = f"{REPORT_PREFIX}/"
-#: What a report page may load: its own stylesheet and script, images of this server.
+#: What a report page may load: its own stylesheet and script, images and videos of this server.
 CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self'; "
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 PAGE_HEADERS = {

@@ -27,6 +27,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin, OpenAPIConverter
 from marshmallow import Schema, fields, validate
 
 from scenariokit.domain import audit as audit_model
+from scenariokit.domain import browser as browser_model
 from scenariokit.domain import code, model
 from scenariokit.domain import schedule as schedule_model
 from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
@@ -43,6 +44,10 @@ _VALIDATORS: dict[Callable[..., Any], tuple[validate.Validator, dict[str, Any]]]
     model.valid_alias: (validate.Regexp(model.ALIAS_PATTERN.pattern), {}),
     model.valid_retry_count: (validate.Range(min=0, max=model.MAX_RETRIES), {}),
     model.valid_backoff_seconds: (validate.Range(min=0, max=model.MAX_BACKOFF_SECONDS), {}),
+    browser_model.valid_viewport_side: (validate.Range(min=1, max=browser_model.MAX_VIEWPORT), {}),
+    browser_model.valid_latitude: (validate.Range(min=-90, max=90), {}),
+    browser_model.valid_longitude: (validate.Range(min=-180, max=180), {}),
+    browser_model.valid_accuracy: (validate.Range(min=0, max=1_000_000), {}),
     inputs.valid_environment_ids: (validate.Length(min=1, max=inputs.MAX_BATCH_ENVIRONMENTS), {}),
     schedule_model.valid_interval: (validate.Range(min=1, max=schedule_model.MAX_INTERVAL_SECONDS), {}),
     inputs.at_least_zero: (validate.Range(min=0), {}),
@@ -155,10 +160,35 @@ def page_of(item: type[Schema], name: str) -> type[Schema]:
 Step = schema_of(model.Step, response=True)
 CredentialLink = schema_of(model.CredentialLink, response=True)
 Retries = schema_of(model.Retries, response=True)
+# Browser settings read as they are written: a key not set is absent (requests and responses alike).
+Viewport = schema_of(browser_model.Viewport)
+Geolocation = schema_of(browser_model.Geolocation)
+HttpCredentials = schema_of(browser_model.HttpCredentials)
+BrowserSettings = schema_of(
+    browser_model.BrowserSettings,
+    nested={
+        browser_model.Viewport: Viewport,
+        browser_model.Geolocation: Geolocation,
+        browser_model.HttpCredentials: HttpCredentials,
+    },
+)
+_BROWSER: dict[type, type[Schema]] = {browser_model.BrowserSettings: BrowserSettings}
 Scenario = schema_of(
     model.Scenario,
     response=True,
-    nested={model.Step: Step, model.CredentialLink: CredentialLink, model.Retries: Retries},
+    nested={model.Step: Step, model.CredentialLink: CredentialLink, model.Retries: Retries, **_BROWSER},
+)
+Environment = schema_of(model.Environment, response=True, nested=_BROWSER)
+Devices = Schema.from_dict(
+    {
+        "items": fields.List(
+            fields.String(),
+            required=True,
+            metadata={"description": "the device names the installed Playwright knows, sorted"},
+        ),
+        "total": fields.Integer(required=True, validate=validate.Range(min=0)),
+    },
+    name="DevicesSchema",
 )
 StepCodeWarning = schema_of(code.StepCodeWarning, response=True)
 
@@ -181,11 +211,10 @@ ScenarioSaved = schema_of(
     model.Scenario,
     name="ScenarioSaved",
     response=True,
-    nested={model.Step: Step, model.CredentialLink: CredentialLink, model.Retries: Retries},
+    nested={model.Step: Step, model.CredentialLink: CredentialLink, model.Retries: Retries, **_BROWSER},
     extra=_with_warnings("the steps'"),
 )
 StepSaved = schema_of(model.Step, name="StepSaved", response=True, extra=_with_warnings("the step's"))
-Environment = schema_of(model.Environment, response=True)
 Credential = schema_of(
     model.Credential,
     response=True,
@@ -240,7 +269,7 @@ _RUN_VIEW_FIELDS = {
     "artifacts": fields.List(
         fields.Nested(Artifact),
         required=True,
-        metadata={"description": "the screenshots (PNG) and trace (zip) the run recorded"},
+        metadata={"description": "the screenshots (PNG), trace (zip) and videos (WebM) the run recorded"},
     ),
 }
 Run = schema_of(
@@ -248,7 +277,12 @@ Run = schema_of(
     response=True,
     exclude=("scenario_name", "source_session_id", "timings"),
     extra=_RUN_VIEW_FIELDS,
-    nested={model.RunError: RunError, model.StepResult: StepResult, model.RunAttempt: RunAttempt},
+    nested={
+        model.RunError: RunError,
+        model.StepResult: StepResult,
+        model.RunAttempt: RunAttempt,
+        **_BROWSER,
+    },
 )
 RunDetail = schema_of(
     model.Run,
@@ -283,6 +317,7 @@ RunDetail = schema_of(
         model.StepResult: StepResult,
         model.RunTimings: RunTimings,
         model.RunAttempt: RunAttempt,
+        **_BROWSER,
     },
 )
 RunBatch = Schema.from_dict(
@@ -496,10 +531,15 @@ LinkInput = schema_of(inputs.LinkInput)
 RetriesInput = schema_of(model.Retries, name="RetriesInput")
 ScenarioInput = schema_of(
     inputs.ScenarioInput,
-    nested={inputs.StepInput: StepInput, inputs.LinkInput: LinkInput, model.Retries: RetriesInput},
+    nested={
+        inputs.StepInput: StepInput,
+        inputs.LinkInput: LinkInput,
+        model.Retries: RetriesInput,
+        **_BROWSER,
+    },
 )
 StepOrderInput = schema_of(inputs.StepOrderInput)
-EnvironmentInput = schema_of(inputs.EnvironmentInput)
+EnvironmentInput = schema_of(inputs.EnvironmentInput, nested=_BROWSER)
 CredentialInput = schema_of(
     inputs.CredentialInput,
     exclude=("secret",),

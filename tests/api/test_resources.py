@@ -20,7 +20,7 @@ async def test_environment_crud_round_trip(client: Client) -> None:
         client, f"{API}/environments", {"name": "staging", "description": "d", "data": data}
     )
     assert environment["data"] == data
-    assert set(environment) == {"id", "name", "description", "data", "createdAt", "updatedAt"}
+    assert set(environment) == {"id", "name", "description", "data", "browser", "createdAt", "updatedAt"}
     url = f"{API}/environments/{environment['id']}"
     assert await (await client.get(url)).json() == environment
 

@@ -27,8 +27,9 @@ async def test_scenario_crud_round_trip(client: Client) -> None:
     assert [s["order"] for s in scenario["steps"]] == [1, 2]
     assert set(scenario) == {
         *("id", "name", "description", "environmentId", "timeoutSeconds"),
-        *("credentials", "steps", "createdAt", "updatedAt", "retries", "warnings"),
+        *("credentials", "steps", "createdAt", "updatedAt", "retries", "browser", "warnings"),
     }
+    assert scenario["browser"] == {}  # no settings: Playwright's default context
     assert scenario["retries"] == {"count": 0, "backoff": "fixed", "backoffSeconds": 0.0}
     assert scenario.pop("warnings") == []  # a write's answer: the scenario and its step code's warnings
 

@@ -13,6 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scenariokit.domain.browser import (
+    BrowserSettings,
+    ColorScheme,
+    Geolocation,
+    HttpCredentials,
+    VideoMode,
+    Viewport,
+)
 from scenariokit.domain.model import (
     Backoff,
     Credential,
@@ -38,6 +46,25 @@ from scenariokit.domain.model import (
 from scenariokit.formats.convert import make_converter
 from scenariokit.formats.queries import LogQuery
 from scenariokit.storage.sqlalchemy import SqlStore
+
+#: browser settings with every key set (an environment's cannot name a credential alias it lacks:
+#: environments link none, so the alias is the scenario's)
+EVERY_BROWSER_SETTING = BrowserSettings(
+    device="Pixel 7",
+    viewport=Viewport(width=390, height=844),
+    locale="de-DE",
+    timezone_id="Europe/Berlin",
+    color_scheme=ColorScheme.DARK,
+    geolocation=Geolocation(latitude=52.52, longitude=13.405, accuracy=10.5),
+    permissions=("geolocation", "clipboard-read"),
+    extra_http_headers={"X-Check": "yes"},
+    http_credentials=HttpCredentials(credential="admin"),
+    ignore_https_errors=True,
+    user_agent="scenariokit-test",
+    offline=False,
+    video=VideoMode.RETAIN_ON_FAILURE,
+    block_urls=("**/tracker.js", "https://ads.example/**"),
+)
 
 # Text the databases can hold: no NUL (PostgreSQL refuses it in text) and no lone surrogates.
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
@@ -224,7 +251,11 @@ async def test_every_field_of_every_aggregate_survives_the_store(store: SqlStore
     later = when + timedelta(seconds=1, microseconds=7)
     stamps = {"created_at": when, "updated_at": later}
     environment = Environment(
-        name="env", description="d", data={"url": "http://127.0.0.1:1", "n": [1]}, **stamps
+        name="env",
+        description="d",
+        data={"url": "http://127.0.0.1:1", "n": [1]},
+        browser=EVERY_BROWSER_SETTING,
+        **stamps,
     )
     credential = Credential(name="cred", description="d", username="u", secret="s3cret", **stamps)
     snippet = Snippet(alias="login", title="Log in", description="d", code="return 1", **stamps)
@@ -237,6 +268,7 @@ async def test_every_field_of_every_aggregate_survives_the_store(store: SqlStore
         credentials=(CredentialLink(credential_id=credential.id, alias="admin"),),
         steps=(step,),
         retries=Retries(count=2, backoff=Backoff.EXPONENTIAL, backoff_seconds=1.5),
+        browser=attrs.evolve(EVERY_BROWSER_SETTING, http_credentials=HttpCredentials(credential="admin")),
         **stamps,
     )
     session = Session(
@@ -275,6 +307,7 @@ async def test_every_field_of_every_aggregate_survives_the_store(store: SqlStore
         save_session=True,
         session_id=session.id,
         source_session_id=uuid.uuid4(),
+        browser=scenario.browser,
         status=RunStatus.FAIL,
         error=RunError(kind=RunErrorKind.ASSERTION, message="no", step_id=step.id),
         step_results=(result,),

@@ -45,6 +45,13 @@ async def _seed(services: Any) -> None:
             "environmentId": str(environment.id),
             "timeoutSeconds": 0.1 + 0.2,  # 0.30000000000000004: a double no 15-digit text holds
             "retries": {"count": 2, "backoff": "exponential", "backoffSeconds": 1.5},
+            "browser": {
+                "device": "iPhone 13",
+                "geolocation": {"latitude": 0.1 + 0.2, "longitude": -13},
+                "extraHTTPHeaders": {"X-Note": 'say "hi" \\ 50%'},
+                "httpCredentials": {"credential": "zeta"},
+                "video": "on",
+            },
             "credentials": [
                 {"credentialId": str(credential.id), "alias": "zeta"},
             ],

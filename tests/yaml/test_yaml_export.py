@@ -111,9 +111,11 @@ async def test_keys_are_in_a_fixed_readable_order_and_timestamps_are_left_out(li
         "description",
         "environmentId",
         "timeoutSeconds",
+        "browser",
         "credentials",
         "steps",
     ]
+    assert list(scenario["browser"]) == ["viewport", "colorScheme", "httpCredentials", "userAgent", "video"]
     assert list(scenario["steps"][0]) == ["id", "order", "title", "timeoutSeconds", "execCode"]
     assert list(snippet) == ["kind", "id", "alias", "title", "description", "code"]
 

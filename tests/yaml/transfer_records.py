@@ -38,6 +38,17 @@ async def populate(services: Services) -> FixtureSet:
                 "yes": "no",
                 "date": "2024-01-01",
             },
+            "browser": {
+                "device": "iPhone 13",
+                "locale": "de-DE",
+                "timezoneId": "Europe/Berlin",
+                "geolocation": {"latitude": 52.52, "longitude": 13, "accuracy": 0.5},
+                "permissions": ["geolocation"],
+                "extraHTTPHeaders": {"X-Check": "yes: it's \"quoted\"", "X-Empty": ""},
+                "ignoreHTTPSErrors": True,
+                "offline": False,
+                "blockUrls": ["**/*.{png,jpg}", "https://*.tracker.example/**"],
+            },
         }
     )
     prod = await env.create({"name": "prod", "data": {}})
@@ -54,6 +65,13 @@ async def populate(services: Services) -> FixtureSet:
             "description": "Logs in.\n\nThen checks the **dashboard**.",
             "environmentId": str(staging.id),
             "timeoutSeconds": 120,
+            "browser": {
+                "viewport": {"width": 390, "height": 844},
+                "colorScheme": "dark",
+                "userAgent": "scenariokit: 'check' #1",
+                "httpCredentials": {"credential": "admin"},
+                "video": "retain-on-failure",
+            },
             "credentials": [
                 {"credentialId": str(admin.id), "alias": "admin"},
                 {"credentialId": str(reader.id), "alias": "ro"},

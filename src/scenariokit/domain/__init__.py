@@ -1,5 +1,13 @@
 """The domain: attrs model classes and the errors they raise. Imports nothing from storage or HTTP."""
 
+from scenariokit.domain.browser import (
+    BrowserSettings,
+    ColorScheme,
+    Geolocation,
+    HttpCredentials,
+    VideoMode,
+    Viewport,
+)
 from scenariokit.domain.errors import (
     BrowserUnavailable,
     Conflict,
@@ -34,11 +42,15 @@ from scenariokit.domain.model import (
 
 __all__ = [
     "Backoff",
+    "BrowserSettings",
     "BrowserUnavailable",
+    "ColorScheme",
     "Conflict",
     "Credential",
     "CredentialLink",
     "Environment",
+    "Geolocation",
+    "HttpCredentials",
     "InvalidQuery",
     "NotFound",
     "Retries",
@@ -58,6 +70,8 @@ __all__ = [
     "StepStatus",
     "TooLarge",
     "ValidationError",
+    "VideoMode",
+    "Viewport",
     "mask_token",
     "utcnow",
 ]

@@ -18,10 +18,12 @@ from typing import Any, Literal
 
 import attrs
 
+from scenariokit.domain.browser import BrowserSettings, context_options
 from scenariokit.domain.code import compile_step_code
 from scenariokit.domain.model import Retries, RunError, Step, StepResult, run_time_limit
 
 TraceMode = Literal["off", "on-failure", "always"]
+VideoSetting = Literal["off", "on", "retain-on-failure"]
 
 
 @attrs.frozen
@@ -61,6 +63,16 @@ def compiled(step: StepJob) -> StepJob:
     except ValueError as exc:  # e.g. source code with a NUL byte
         return attrs.evolve(step, syntax_error=(None, str(exc)))
     return attrs.evolve(step, compiled_code=marshal.dumps(code))
+
+
+def browser_job_fields(settings: BrowserSettings) -> dict[str, Any]:
+    """The :class:`RunJob` fields that carry a run's browser settings (its context options and the rest)."""
+    return {
+        "context_options": context_options(settings),
+        "http_credentials": settings.http_credentials.credential if settings.http_credentials else None,
+        "block_urls": tuple(settings.block_urls or ()),
+        "video": settings.video.value if settings.video is not None else "off",
+    }
 
 
 def step_job(step: Step) -> StepJob:
@@ -110,6 +122,20 @@ class RunJob:
     trace: TraceMode = "off"
     #: how the scheduler tries a failed run again (each attempt is a job of its own to a fresh worker)
     retries: Retries = attrs.field(factory=Retries)
+    #: the browser context's options from the run's browser settings (``domain.browser.context_options``:
+    #: Playwright's keyword names, JSON values, no secret); empty for Playwright's default context
+    context_options: dict[str, Any] = attrs.field(factory=dict)
+    #: the alias of the linked credential that answers HTTP authentication (``httpCredentials``)
+    http_credentials: str | None = None
+    #: URL globs the run's context never requests (``blockUrls``)
+    block_urls: tuple[str, ...] = ()
+    #: record the run's pages (``video``): ``retain-on-failure`` keeps them for a failed run only
+    video: VideoSetting = "off"
+
+    @property
+    def default_context(self) -> bool:
+        """Whether the run's context is Playwright's default one (a context made ahead serves it)."""
+        return not (self.context_options or self.http_credentials or self.block_urls or self.video != "off")
 
     @property
     def secrets(self) -> tuple[str, ...]:

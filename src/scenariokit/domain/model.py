@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import enum
 import math
-import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import attrs
 
+from scenariokit.domain.browser import BrowserSettings
+from scenariokit.domain.fields import ALIAS_PATTERN as ALIAS_PATTERN
+from scenariokit.domain.fields import FieldError as FieldError
+from scenariokit.domain.fields import FieldErrors as FieldErrors
+from scenariokit.domain.fields import camel as camel
+from scenariokit.domain.fields import reports_every_field as reports_every_field
+from scenariokit.domain.fields import valid_alias as valid_alias
 from scenariokit.domain.json_values import json_fault
 from scenariokit.domain.suggest import did_you_mean
 
@@ -26,7 +32,6 @@ NAME_MAX = 200
 #: A scenario's retries: at most this many attempts after the first, each at most this long apart.
 MAX_RETRIES = 5
 MAX_BACKOFF_SECONDS = 600
-ALIAS_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
 
 def utcnow() -> datetime:
@@ -55,67 +60,6 @@ def mask_token(token: str | None) -> str | None:
 # --- validators ---------------------------------------------------------------------------------
 
 
-def camel(name: str) -> str:
-    """The JSON (camelCase) name of a Python field name."""
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-class FieldError(ValueError):
-    """A validator's complaint about one field, named as it is in JSON."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
-class FieldErrors(ValueError):
-    """Every field of one object that broke its rule, so a caller can fix them all at once."""
-
-    def __init__(self, errors: Iterable[FieldError]) -> None:
-        self.errors = {error.field: error.message for error in errors}
-        super().__init__("; ".join(f"{field}: {message}" for field, message in self.errors.items()))
-
-
-C = TypeVar("C", bound=type)
-
-
-def reports_every_field(cls: C) -> C:
-    """Class decorator: a construction that breaks field rules raises :class:`FieldErrors` naming all.
-
-    attrs' ``__init__`` assigns every field before it runs the validators, so once the first one
-    complains the others can still be asked; only a failing construction pays for that.
-    """
-    init = vars(cls)["__init__"]  # attrs writes __init__ into the class itself
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        try:
-            init(self, *args, **kwargs)
-        except FieldError as first:
-            raise FieldErrors([first, *_other_complaints(self, first)]) from None
-
-    __init__.__doc__ = init.__doc__
-    setattr(cls, "__init__", __init__)  # noqa: B010 (mypy refuses assigning a method)
-    return cls
-
-
-def _other_complaints(instance: Any, first: FieldError) -> list[FieldError]:
-    found = []
-    for field in attrs.fields(type(instance)):
-        if field.validator is None:
-            continue
-        value = getattr(instance, field.name, attrs.NOTHING)
-        if value is attrs.NOTHING:  # not assigned: __init__ failed before the validators ran
-            continue
-        try:
-            field.validator(instance, field, value)
-        except FieldError as error:
-            if error.field != first.field:
-                found.append(error)
-    return found
-
-
 def required_text(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise FieldError(camel(attribute.name), "is required and must not be blank")
@@ -140,14 +84,6 @@ def valid_timeout(_: Any, attribute: attrs.Attribute[Any], value: float | None) 
         raise FieldError(camel(attribute.name), "must be a number")
     if value <= 0 or value > MAX_TIMEOUT_SECONDS:
         raise FieldError(camel(attribute.name), f"must be greater than 0 and at most {MAX_TIMEOUT_SECONDS}")
-
-
-def valid_alias(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
-    if not isinstance(value, str) or not ALIAS_PATTERN.match(value):
-        raise FieldError(
-            camel(attribute.name),
-            "must start with a letter or underscore and hold at most 64 letters, digits, '_', '.' or '-'",
-        )
 
 
 def valid_order(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
@@ -182,6 +118,19 @@ def _unique_aliases(
     ids = [link.credential_id for link in value]
     if len(set(ids)) != len(ids):
         raise FieldError("credentials", "a credential may be linked to a scenario only once")
+
+
+def _linked_http_credentials(
+    instance: Scenario, attribute: attrs.Attribute[Any], value: BrowserSettings
+) -> None:
+    if not isinstance(value, BrowserSettings) or value.http_credentials is None:
+        return
+    alias = value.http_credentials.credential
+    if all(link.alias != alias for link in instance.credentials):
+        raise FieldError(
+            "browser.httpCredentials.credential",
+            f"{alias!r} is not the alias of a credential linked to the scenario",
+        )
 
 
 def json_object(_: Any, attribute: attrs.Attribute[Any], value: dict[str, Any]) -> None:
@@ -321,6 +270,8 @@ class Scenario:
     created_at: datetime = attrs.field(factory=utcnow)
     updated_at: datetime = attrs.field(factory=utcnow)
     retries: Retries = attrs.field(factory=Retries)
+    #: how its runs' browser context is made; wins key by key over the environment's (docs/browser.md)
+    browser: BrowserSettings = attrs.field(factory=BrowserSettings, validator=_linked_http_credentials)
 
     @property
     def run_timeout(self) -> float:
@@ -347,6 +298,8 @@ class Environment:
     id: uuid.UUID = attrs.field(factory=new_id)
     created_at: datetime = attrs.field(factory=utcnow)
     updated_at: datetime = attrs.field(factory=utcnow)
+    #: how the browser context of every run against it is made (docs/browser.md)
+    browser: BrowserSettings = attrs.field(factory=BrowserSettings)
 
     def url(self, key: str | None = None) -> str:
         """The URL step code asked for (see :func:`environment_url`)."""
@@ -569,6 +522,8 @@ class Run:
     batch_id: uuid.UUID | None = None
     #: the schedule whose fire queued the run
     schedule_id: uuid.UUID | None = None
+    #: the browser settings the run executes with: its environment's, overlaid by its scenario's
+    browser: BrowserSettings = attrs.field(factory=BrowserSettings)
 
     @property
     def duration_ms(self) -> int | None:

@@ -24,7 +24,7 @@ from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from scenariokit.domain import model
+from scenariokit.domain import browser, model
 from scenariokit.domain.audit import AuditEntry
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.json_values import check_json
@@ -54,7 +54,10 @@ _INPUT_CLASSES = (
     inputs.AuthoringExecInput,
     inputs.AuthoringSaveInput,
 )
+#: Values whose unset keys (None) are left out of their JSON: ``browser: {}`` says "nothing set".
+_SPARSE_CLASSES = (browser.Viewport, browser.Geolocation, browser.HttpCredentials, browser.BrowserSettings)
 _MODEL_CLASSES = (  # a class after those it holds: a hook is made with the hooks of its fields
+    *_SPARSE_CLASSES,
     model.Retries,
     model.Step,
     model.CredentialLink,
@@ -294,6 +297,8 @@ def make_converter() -> cattrs.Converter:
         model.RunErrorKind,
         model.SessionStatus,
         model.Backoff,
+        browser.ColorScheme,
+        browser.VideoMode,
     ):
         converter.register_structure_hook(enum_type, _structure_enum)
         converter.register_unstructure_hook(enum_type, _enum_value)  # a plain str, YAML too
@@ -301,7 +306,10 @@ def make_converter() -> cattrs.Converter:
         overrides = _rename_overrides(cls)
         structure = make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
         converter.register_structure_hook(cls, _objects_only(structure))
-        converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **overrides))
+        unstructure = make_dict_unstructure_fn(
+            cls, converter, _cattrs_omit_if_default=cls in _SPARSE_CLASSES, **overrides
+        )
+        converter.register_unstructure_hook(cls, unstructure)
     for run_request in (inputs.RunInput, inputs.RunBatchInput):
         converter.register_structure_hook(run_request, _run_input_structure(converter, run_request))
     converter.register_structure_hook_factory(_is_patch, partial(_patch_structure, converter=converter))

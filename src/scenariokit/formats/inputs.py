@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
+from scenariokit.domain.browser import BrowserSettings
 from scenariokit.domain.code import valid_snippet_code, valid_step_code
 from scenariokit.domain.errors import ValidationError
 from scenariokit.domain.model import (
@@ -54,6 +55,13 @@ def _time_limit(description: str) -> Any:
 
 _NAME = _about(f"A name of 1 to {NAME_MAX} characters.")
 _DESCRIPTION = _about("Free text describing it.")
+_BROWSER = (
+    "How the run's browser context is made (docs/browser.md): `device` (a name of GET /api/v1/devices), "
+    "`viewport {width, height}`, `locale`, `timezoneId`, `colorScheme` (light|dark), `geolocation "
+    "{latitude, longitude, accuracy?}`, `permissions`, `extraHTTPHeaders`, `httpCredentials {credential: "
+    "alias of a linked credential}`, `ignoreHTTPSErrors`, `userAgent`, `offline`, `video` "
+    "(off|on|retain-on-failure), `blockUrls` (URL globs); every key optional."
+)
 _ENVIRONMENT_ID = _about("Id (UUID) of the environment whose `data` the steps read through `helpers`.")
 
 EXEC_CODE_ABOUT = (
@@ -131,6 +139,10 @@ class ScenarioInput:
             "The run's status is its last attempt's; `flaky` tells a pass that needed a retry."
         ),
     )
+    browser: BrowserSettings = attrs.field(
+        factory=BrowserSettings,
+        metadata=_about(_BROWSER + " Each key set here wins over the environment's."),
+    )
 
 
 @reports_every_field
@@ -146,6 +158,12 @@ class EnvironmentInput:
         metadata=_about(
             "Any JSON object the steps read as `helpers.env`; put the site's base URL under `url` for "
             "`helpers.getEnvUrl()`. An update replaces the whole object."
+        ),
+    )
+    browser: BrowserSettings = attrs.field(
+        factory=BrowserSettings,
+        metadata=_about(
+            _BROWSER + " They apply to every run against the environment; a scenario's win key by key."
         ),
     )
 

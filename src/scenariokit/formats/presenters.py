@@ -43,7 +43,7 @@ JSON = dict[str, Any]
 #: Where REST serves a run's files (``{API}/run/{id}/artifacts/{name}``).
 API_PATH = "/api/v1"
 #: Content types of the files a run records; anything else is guessed from its name.
-ARTIFACT_TYPES = {".png": "image/png", ".zip": "application/zip"}
+ARTIFACT_TYPES = {".png": "image/png", ".zip": "application/zip", ".webm": "video/webm"}
 
 
 def artifact_content_type(name: str) -> str:
@@ -117,6 +117,7 @@ def scenario_record_json(conv: cattrs.Converter, record: ScenarioRecord) -> JSON
         "createdAt": _record_time(record.created_at),
         "updatedAt": _record_time(record.updated_at),
         "retries": dict(_retries_json(conv, record.retries)),
+        "browser": {} if record.browser.is_empty else conv.unstructure(record.browser),
     }
 
 

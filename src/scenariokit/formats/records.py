@@ -14,6 +14,7 @@ What storage guarantees of a record's values, whatever the database:
 - seconds are floats (or None), as the domain's ``seconds`` converter makes them;
 - a scenario's retries are the :class:`~scenariokit.domain.model.Retries` value its row holds, read by
   the storage rules (unknown keys ignored, missing ones defaulted, no validators);
+- its browser settings likewise (:class:`~scenariokit.domain.browser.BrowserSettings`);
 - the fields are the attrs fields of the domain class, in its order (a test compares them).
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from scenariokit.domain.browser import BrowserSettings
 from scenariokit.domain.model import Retries
 
 
@@ -55,3 +57,4 @@ class ScenarioRecord(NamedTuple):
     created_at: str
     updated_at: str
     retries: Retries
+    browser: BrowserSettings

@@ -53,12 +53,13 @@ _KEY_ORDER: dict[str, tuple[str, ...]] = {
         "environmentId",
         "timeoutSeconds",
         "retries",
+        "browser",
         "credentials",
         "steps",
     ),
     "step": ("id", "order", "title", "timeoutSeconds", "execCode"),
     "link": ("credentialId", "alias"),
-    "environment": ("id", "name", "description", "data"),
+    "environment": ("id", "name", "description", "data", "browser"),
     "credential": ("id", "name", "description", "username"),
     "snippet": ("id", "alias", "title", "description", "code"),
     "schedule": ("id", "scenarioId", "environmentIds", "cron", "intervalSeconds", "timezone", "enabled"),
@@ -151,6 +152,8 @@ def scenario_document(conv: cattrs.Converter, scenario: Scenario) -> dict[str, A
         del data["retries"]
     else:
         data["retries"]["backoffSeconds"] = _timeout(scenario.retries.backoff_seconds)
+    if not data["browser"]:  # none set says nothing: an export without settings stays as it was
+        del data["browser"]
     data["credentials"] = [_ordered("link", link) for link in data["credentials"]]
     steps = []
     for step, raw in zip(scenario.steps, data["steps"], strict=True):
@@ -162,8 +165,11 @@ def scenario_document(conv: cattrs.Converter, scenario: Scenario) -> dict[str, A
 
 
 def environment_document(conv: cattrs.Converter, environment: Environment) -> dict[str, Any]:
-    """An environment as exported."""
-    return {"kind": "environment", **_ordered("environment", conv.unstructure(environment))}
+    """An environment as exported (``browser`` only when it sets something)."""
+    data = _ordered("environment", conv.unstructure(environment))
+    if not data["browser"]:
+        del data["browser"]
+    return {"kind": "environment", **data}
 
 
 def credential_document(

@@ -9,11 +9,14 @@ write time), and the page shows nothing of the environment but its name.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 import attrs
 
+from scenariokit.domain.browser import BrowserSettings, Geolocation, HttpCredentials, Viewport
+from scenariokit.domain.fields import camel
 from scenariokit.domain.model import Run, RunLogEntry, StepStatus
 from scenariokit.formats.presenters import artifact_content_type, trace_artifact
 
@@ -123,6 +126,10 @@ class RunPage:
     #: how to open the trace when the page cannot (a local report: ``playwright show-trace``)
     trace_hint: str | None = None
     artifacts: tuple[ArtifactLink, ...] = ()
+    #: the browser settings the run executed with, in one line (None: Playwright's default context)
+    browser: str | None = None
+    #: the videos of the run's pages (``video.webm``, ``video-2.webm`` …), shown in the page
+    videos: tuple[ArtifactLink, ...] = ()
     log: tuple[LogLine, ...] = ()
     #: the log's paging (the service pages it; a local report holds its whole log)
     log_pager: Pager | None = None
@@ -133,6 +140,36 @@ class RunPage:
     index_url: str | None = None
     #: a local report: the scenario file and line
     source: str | None = None
+
+
+def browser_summary(settings: BrowserSettings) -> str | None:
+    """The settings a run executed with, as a line of the report: ``device Pixel 7 · locale de-DE``.
+
+    Header values are left out (only their names are shown): the page shows what was set, not data.
+    """
+    parts = []
+    for field in attrs.fields(BrowserSettings):
+        value = getattr(settings, field.name)
+        if value is None:
+            continue
+        if isinstance(value, Viewport):
+            text = f"{value.width}x{value.height}"
+        elif isinstance(value, Geolocation):
+            text = f"{value.latitude}, {value.longitude}"
+        elif isinstance(value, HttpCredentials):
+            text = f"credential {value.credential}"
+        elif isinstance(value, dict):
+            text = ", ".join(value)
+        elif isinstance(value, tuple):
+            text = ", ".join(value)
+        elif isinstance(value, enum.Enum):
+            text = str(value.value)
+        elif isinstance(value, bool):
+            text = "yes" if value else "no"
+        else:
+            text = str(value)
+        parts.append(f"{camel(field.name)} {text}")
+    return " · ".join(parts) or None
 
 
 def _failed_step(run: Run) -> str | None:
@@ -212,6 +249,8 @@ def run_page(
         trace_url=trace_url,
         trace_hint=trace_hint,
         artifacts=artifacts,
+        videos=tuple(a for a in artifacts if a.content_type == "video/webm"),
+        browser=browser_summary(run.browser),
         log=tuple(line if isinstance(line, LogLine) else LogLine(line.level, line.message) for line in log),
         log_pager=log_pager,
         log_query=log_query,

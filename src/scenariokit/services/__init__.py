@@ -15,6 +15,7 @@ from .audit import AuditService
 from .authoring import AuthoringService
 from .base import AuthoringControl, Context, NoAuthoring, NoRunControl, RunControl, RunSettings
 from .catalog import CredentialService, EnvironmentService, SessionService, SnippetService
+from .devices import DeviceService
 from .operations import OperationsService, Readout
 from .runs import RunService
 from .scenarios import ScenarioService
@@ -52,6 +53,7 @@ class Services:
         self.schedules = ScheduleService(self.context)
         self.transfer = TransferService(self.context)
         self.authoring = AuthoringService(self.context)
+        self.devices = DeviceService(self.context)
         self.audit = AuditService(self.context)
         self.operations = OperationsService(self.context)
 

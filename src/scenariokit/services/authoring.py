@@ -22,9 +22,10 @@ from scenariokit.domain.authoring import (
     ExecOutcome,
     PageLook,
 )
+from scenariokit.domain.browser import NO_BROWSER_SETTINGS, run_settings
 from scenariokit.domain.errors import Conflict, ValidationError
-from scenariokit.domain.job import CredentialValue, RunJob, step_job
-from scenariokit.domain.model import CredentialLink, Scenario, Step, utcnow
+from scenariokit.domain.job import CredentialValue, RunJob, browser_job_fields, step_job
+from scenariokit.domain.model import CredentialLink, FieldError, Scenario, Step, utcnow
 from scenariokit.formats.inputs import AuthoringExecInput, AuthoringSaveInput, AuthoringStartInput
 from scenariokit.storage.ports import UnitOfWork
 
@@ -67,6 +68,18 @@ class AuthoringService(ServiceBase):
                     "a step to replay does not compile",
                     {"upToStep": f"step {step.order} does not compile: {message} (line {line})"},
                 )
+        try:
+            browser = run_settings(
+                environment.browser,
+                scenario.browser if scenario is not None else NO_BROWSER_SETTINGS,
+                {link.alias for link in links},
+            )
+        except FieldError as exc:
+            why = f"environment {environment.name!r}: {exc.message}"
+            raise ValidationError(f"invalid authoring session: {why}", {exc.field: why}) from None
+        # what an agent explores is what a run will see; a session records no video (it has no end
+        # a recording would be kept for)
+        browser = attrs.evolve(browser, video=None)
         job = RunJob(
             run_id=authoring_id,
             scenario_id=scenario.id if scenario is not None else authoring_id,
@@ -83,6 +96,7 @@ class AuthoringService(ServiceBase):
             storage_state=state,
             artifacts_dir=Path("artifacts"),
             trace="off",
+            **browser_job_fields(browser),
         )
         record = AuthoringRecord(
             id=authoring_id,

@@ -126,7 +126,7 @@ class EnvironmentService(_Crud[Environment, EnvironmentInput, EnvironmentQuery])
     input_type = EnvironmentInput
     record_type = Environment
     query_type = EnvironmentQuery
-    writable = ("name", "description", "data")
+    writable = ("name", "description", "data", "browser")
 
     def repo(self, uow: UnitOfWork) -> Repository[Environment, EnvironmentQuery]:
         return uow.environments

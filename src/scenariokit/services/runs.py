@@ -13,10 +13,20 @@ from pathlib import Path
 
 import attrs
 
+from scenariokit.domain.browser import BrowserSettings, masked_settings, run_settings
 from scenariokit.domain.errors import Conflict, NotFound, ScenarioKitError, ValidationError
-from scenariokit.domain.job import CredentialValue, RunFinished, RunJob, SessionSaved, step_job
+from scenariokit.domain.job import (
+    CredentialValue,
+    RunFinished,
+    RunJob,
+    SessionSaved,
+    browser_job_fields,
+    step_job,
+)
 from scenariokit.domain.model import (
     STREAK_WINDOW,
+    Environment,
+    FieldError,
     Run,
     RunAttempt,
     RunError,
@@ -55,6 +65,29 @@ class RunBatch:
     runs: tuple[RunDetail, ...]
 
 
+async def recorded_browser(
+    uow: UnitOfWork, scenario: Scenario, environment: Environment, *, strict: bool = True
+) -> BrowserSettings:
+    """The browser settings a run of ``scenario`` against ``environment`` records when it is queued.
+
+    ``strict``: an ``httpCredentials`` alias the scenario has not linked is a ValidationError naming
+    the field (a request); else it is recorded as it is and the run fails at its start saying why (a
+    schedule's fire, which nobody answers). A header value holding a linked secret is masked.
+    """
+    try:
+        aliases = {link.alias for link in scenario.credentials}
+        settings = run_settings(environment.browser, scenario.browser, aliases)
+    except FieldError as exc:
+        if strict:
+            why = f"environment {environment.name!r}: {exc.message}"
+            raise ValidationError(f"invalid run: {why}", {exc.field: why}) from None
+        settings = environment.browser.overlaid_by(scenario.browser)
+    if settings.extra_http_headers and scenario.credentials:
+        linked = await uow.credentials.get_many([link.credential_id for link in scenario.credentials])
+        settings = masked_settings(settings, [c.secret for c in linked if c.secret])
+    return settings
+
+
 class RunService(ServiceBase):
     """Runs: queue one, list them, read one with its log, cancel one, fetch its files."""
 
@@ -64,7 +97,8 @@ class RunService(ServiceBase):
         """Queue a run of a scenario against an environment; it starts ``in_progress``."""
         async with self.ctx.uow() as uow:
             scenario = await self._runnable(uow, command.scenario_id, command.session_id)
-            if await uow.environments.get(command.environment_id) is None:
+            environment = await uow.environments.get(command.environment_id)
+            if environment is None:
                 raise missing_reference("environmentId", "environment", command.environment_id)
             run = Run(
                 scenario_id=scenario.id,
@@ -72,6 +106,7 @@ class RunService(ServiceBase):
                 environment_id=command.environment_id,
                 save_session=command.save_session,
                 source_session_id=command.session_id,
+                browser=await recorded_browser(uow, scenario, environment),
             )
             await uow.runs.add(run)
             await audit.record(
@@ -86,7 +121,7 @@ class RunService(ServiceBase):
         batch_id = uuid.uuid4()
         async with self.ctx.uow() as uow:
             scenario = await self._runnable(uow, command.scenario_id, command.session_id)
-            found = {env.id for env in await uow.environments.get_many(command.environment_ids)}
+            found = {env.id: env for env in await uow.environments.get_many(command.environment_ids)}
             missing = {
                 f"environmentIds[{i}]": f"no environment with id {ident}"
                 for i, ident in enumerate(command.environment_ids)
@@ -95,15 +130,18 @@ class RunService(ServiceBase):
             if missing:
                 raise ValidationError("environmentIds refers to missing environments", missing)
             runs = tuple(
-                Run(
-                    scenario_id=scenario.id,
-                    scenario_name=scenario.name,
-                    environment_id=environment_id,
-                    save_session=command.save_session,
-                    source_session_id=command.session_id,
-                    batch_id=batch_id,
-                )
-                for environment_id in command.environment_ids
+                [
+                    Run(
+                        scenario_id=scenario.id,
+                        scenario_name=scenario.name,
+                        environment_id=environment_id,
+                        save_session=command.save_session,
+                        source_session_id=command.session_id,
+                        batch_id=batch_id,
+                        browser=await recorded_browser(uow, scenario, found[environment_id]),
+                    )
+                    for environment_id in command.environment_ids
+                ]
             )
             for run in runs:
                 await uow.runs.add(run)
@@ -300,6 +338,12 @@ class RunService(ServiceBase):
             if run.source_session_id is not None:
                 source = await uow.sessions.get(run.source_session_id)
                 state = source.storage_state if source else None
+        try:
+            browser = run_settings(
+                environment.browser, scenario.browser, {link.alias for link in scenario.credentials}
+            )
+        except FieldError as exc:
+            raise ScenarioKitError(f"{exc.field}: {exc.message}") from None
         job = RunJob(
             run_id=run.id,
             scenario_id=scenario.id,
@@ -319,6 +363,7 @@ class RunService(ServiceBase):
             artifacts_dir=self.artifacts_dir(run.id),
             trace=self.ctx.settings.trace,
             retries=scenario.retries,
+            **browser_job_fields(browser),
         )
         return job, scenario
 

@@ -20,7 +20,7 @@ from . import audit
 from .base import ServiceBase, missing_reference, require
 
 #: What a PATCH starts from: the fields of a stored scenario and step that their inputs write.
-_SCENARIO_FIELDS = ("name", "description", "environment_id", "timeout_seconds", "retries")
+_SCENARIO_FIELDS = ("name", "description", "environment_id", "timeout_seconds", "retries", "browser")
 _STEP_FIELDS = ("exec_code", "title", "order", "timeout_seconds")
 
 
@@ -95,6 +95,7 @@ class ScenarioService(ServiceBase):
                 "environment_id": data.environment_id,
                 "timeout_seconds": data.timeout_seconds,
                 "retries": data.retries,
+                "browser": data.browser,
             }
             if data.steps is not None:
                 fields["steps"] = build_steps(data.steps)
@@ -303,8 +304,15 @@ class ScenarioService(ServiceBase):
         """Remove a credential link."""
         async with self.ctx.uow() as uow:
             old = await self._locked(uow, scenario_id)
-            if old.link(credential_id) is None:
+            removed = old.link(credential_id)
+            if removed is None:
                 raise NotFound("credential link", credential_id)
+            used = old.browser.http_credentials
+            if used is not None and used.credential == removed.alias:
+                raise Conflict(
+                    f"alias {removed.alias!r} answers the scenario's HTTP authentication "
+                    "(browser.httpCredentials); change its browser settings first"
+                )
             links = tuple(link for link in old.credentials if link.credential_id != credential_id)
             await audit.record(
                 uow, "unlink", "scenario", old.id, f"unlinked credential {credential_id} from {old.name!r}"

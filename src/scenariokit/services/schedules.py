@@ -20,6 +20,7 @@ from scenariokit.storage.ports import UnitOfWork
 
 from . import audit
 from .base import ServiceBase, missing_reference, require
+from .runs import recorded_browser
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class ScheduleService(ServiceBase):
             if not claimed:
                 return None  # another scheduler took this fire
             scenario = await uow.scenarios.get(schedule.scenario_id)  # deleted: the schedule went with it
-            found = {env.id for env in await uow.environments.get_many(schedule.environment_ids)}
+            found = {env.id: env for env in await uow.environments.get_many(schedule.environment_ids)}
             batch_id = uuid.uuid4() if len(schedule.environment_ids) > 1 else None
             runs = [
                 Run(
@@ -124,6 +125,7 @@ class ScheduleService(ServiceBase):
                     environment_id=environment_id,
                     schedule_id=schedule.id,
                     batch_id=batch_id,
+                    browser=await recorded_browser(uow, scenario, found[environment_id], strict=False),
                 )
                 for environment_id in schedule.environment_ids
                 if scenario is not None and environment_id in found

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from scenariokit_client import Client
 from scenariokit_client.api.audit import list_audit
 from scenariokit_client.api.credentials import create_credential, list_credentials
+from scenariokit_client.api.devices import list_devices
 from scenariokit_client.api.environments import create_environment, list_environments, patch_environment
 from scenariokit_client.api.runs import cancel_run, create_run, get_run, list_runs, list_scenario_runs
 from scenariokit_client.api.scenarios import create_scenario, create_step, list_scenarios, patch_scenario
@@ -21,6 +22,7 @@ from scenariokit_client.api.schedules import create_schedule, list_schedules
 from scenariokit_client.api.sessions import list_sessions
 from scenariokit_client.api.snippets import create_snippet, list_snippets, patch_snippet
 from scenariokit_client.models import (
+    BrowserSettings,
     Credential,
     CredentialInput,
     Environment,
@@ -49,6 +51,7 @@ from scenariokit_client.models import (
     ScheduleInput,
     SnippetInput,
     StepInput,
+    Viewport,
 )
 
 T = TypeVar("T")
@@ -72,13 +75,16 @@ def environments(client: Client) -> list[Environment]:
             create_environment.sync(
                 client=client,
                 body=EnvironmentInput(
-                    name=name, data=EnvironmentInputData.from_dict({"url": "http://127.0.0.1:9"})
+                    name=name,
+                    data=EnvironmentInputData.from_dict({"url": "http://127.0.0.1:9"}),
+                    browser=BrowserSettings(device="Pixel 7", viewport=Viewport(width=390, height=844)),
                 ),
             ),
             "create environment",
         )
         for name in ("staging", "production")
     ]
+    check(made[0].browser.device == "Pixel 7" and made[0].browser.viewport.width == 390, "browser settings")
     changed = must(
         patch_environment.sync(
             made[0].id, client=client, body=PartialEnvironmentInput(description="the one runs use")
@@ -112,6 +118,11 @@ def credentials(client: Client) -> Credential:
     page = must(list_credentials.sync(client=client, q="adm"), "list credentials")
     check(any(item.id == credential.id for item in page.items), "found by q")
     return credential
+
+
+def devices(client: Client) -> None:
+    found = must(list_devices.sync(client=client), "list devices")
+    check("Pixel 7" in found.items and found.total == len(found.items), "Playwright's device names")
 
 
 def snippets(client: Client) -> None:
@@ -250,6 +261,7 @@ def main(base_url: str) -> None:
     with Client(base_url=base_url, raise_on_unexpected_status=True) as client:
         staging, production = environments(client)
         credential = credentials(client)
+        devices(client)
         snippets(client)
         scenario = scenarios(client, staging, credential)
         runs(client, scenario, [staging, production])

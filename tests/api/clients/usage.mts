@@ -39,9 +39,14 @@ function check(condition: boolean, what: string): asserts condition {
 async function environments(client: Client): Promise<Schemas["Environment"][]> {
     const made: Schemas["Environment"][] = [];
     for (const name of ["staging", "production"]) {
-        const body: Schemas["EnvironmentInput"] = { name, data: { url: "http://127.0.0.1:9" } };
+        const body: Schemas["EnvironmentInput"] = {
+            name,
+            data: { url: "http://127.0.0.1:9" },
+            browser: { device: "Pixel 7", viewport: { width: 390, height: 844 }, extraHTTPHeaders: { "X-Check": "1" } },
+        };
         made.push(must(await client.POST("/api/v1/environments", { body }), "create environment"));
     }
+    check(made[0].browser.device === "Pixel 7" && made[0].browser.viewport?.width === 390, "browser settings");
     const changed = must(
         await client.PATCH("/api/v1/environments/{id}", {
             params: { path: { id: made[0].id } },
@@ -73,6 +78,11 @@ async function credentials(client: Client): Promise<Schemas["Credential"]> {
     );
     check(page.items.some((item) => item.id === credential.id), "found by q");
     return credential;
+}
+
+async function devices(client: Client): Promise<void> {
+    const found = must(await client.GET("/api/v1/devices"), "list devices");
+    check(found.items.includes("Pixel 7") && found.total === found.items.length, "Playwright's device names");
 }
 
 async function snippets(client: Client): Promise<void> {
@@ -238,6 +248,7 @@ async function main(baseUrl: string): Promise<void> {
     const client = createClient<paths>({ baseUrl });
     const [staging, production] = await environments(client);
     const credential = await credentials(client);
+    await devices(client);
     await snippets(client);
     const scenario = await scenarios(client, staging, credential);
     await runs(client, scenario, [staging, production]);

@@ -158,6 +158,43 @@ def installed_playwright_browsers(name: str, env: Mapping[str, str] = os.environ
             yield found
 
 
+_FFMPEG_FILES = {"linux": "ffmpeg-linux", "darwin": "ffmpeg-mac", "win32": "ffmpeg-win64.exe"}
+
+
+def playwright_ffmpeg_path(env: Mapping[str, str] = os.environ) -> Path:
+    """Where Playwright looks for the ffmpeg it records videos with (``playwright install ffmpeg``)."""
+    package = _playwright_package()
+    folder = _playwright_browsers_root(env, package) / _folder_name("ffmpeg", _revision(package, "ffmpeg"))
+    return folder / _FFMPEG_FILES.get(sys.platform, "ffmpeg-linux")
+
+
+def video_recorder(env: Mapping[str, str] = os.environ) -> str | None:
+    """Why this worker cannot record videos, or None when it can.
+
+    Playwright records with its own ffmpeg build. Without it, an ``ffmpeg`` on ``PATH`` (Debian's
+    package) is linked where Playwright looks, when that is the worker's own private home (the
+    default: ``PLAYWRIGHT_BROWSERS_PATH`` unset, and ``HOME`` inside the run's private working
+    directory, as every worker has it); a folder the operator chose, or a user's own home, is never
+    written to.
+    """
+    target = playwright_ffmpeg_path(env)
+    if _is_executable(target):
+        return None
+    system = shutil.which("ffmpeg", path=env.get("PATH", os.defpath))
+    private = Path(env.get("HOME", "/nonexistent")).resolve().is_relative_to(Path.cwd().resolve())
+    if system and not env.get("PLAYWRIGHT_BROWSERS_PATH") and private:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(system)
+            return None
+        except OSError:
+            pass
+    return (
+        f"Playwright's ffmpeg is not installed at {target}: `playwright install ffmpeg`, or "
+        "`apt-get install ffmpeg` with PLAYWRIGHT_BROWSERS_PATH unset"
+    )
+
+
 def _folder_name(name: str, revision: str) -> str:
     return f"{name.replace('-', '_')}-{revision}"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import shutil
 import types
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -40,6 +41,7 @@ from scenariokit.runner.protocol import (
     step_timeout_message,
     syntax_failure,
 )
+from scenariokit.runner.worker.browser import video_recorder
 from scenariokit.runner.worker.plugin_hooks import PluginHooks
 from scenariokit.runner.worker.step_watch import StepWatch
 from scenariokit.runner.worker.stepcode import (
@@ -57,6 +59,9 @@ SCREENSHOT_TIMEOUT_SECONDS = 5.0
 #: bound on reading the storage state and on closing a browser
 BROWSER_CALL_TIMEOUT_SECONDS = 10.0
 TRACE_FILE = "trace.zip"
+VIDEO_FILE = "video.webm"
+#: where Playwright writes videos while it records, inside the run's artifact folder (never served)
+VIDEO_WORK_DIR = ".video"
 
 Failure = tuple[RunErrorKind, str]
 #: failures of the step's own code, which a coroutine it never awaited explains better
@@ -127,6 +132,8 @@ class RunExecution:
         self._marks: dict[str, datetime] = {}
         #: the run's page and namespace once its steps began (an authoring session goes on with them)
         self.live: LivePage | None = None
+        #: the videos of the run's pages, in the order they opened, while the run records them
+        self._videos: list[Any] | None = None
 
     def cancel(self) -> None:
         """Stop the run at once; it fails with kind ``cancelled``."""
@@ -167,10 +174,12 @@ class RunExecution:
             made = await self._ready_page(job, browser) if self._ready_page is not None else None
             context, page = made if made is not None else (None, None)
             if context is None:
-                context = await browser.new_context(storage_state=job.storage_state)
+                context = await self._new_context(browser)
             outcome = await self._run_steps(browser, context, page, started)
             cancelled = outcome.error is not None and outcome.error.kind is RunErrorKind.CANCELLED
             keep = job.save_session and not cancelled and await self._save_session(context)
+            if self._videos is not None:
+                await self._save_videos(context, failed=outcome.status == "fail" and not cancelled)
             self._report_outcome(outcome)
         except Exception as exc:
             self._fail_outside_steps(started, f"run setup failed: {type(exc).__name__}: {exc}")
@@ -189,6 +198,79 @@ class RunExecution:
     def _report_outcome(self, outcome: RunFinished) -> None:
         self._mark("reported")
         self._report(attrs.evolve(outcome, marks=dict(self._marks)))
+
+    async def _new_context(self, browser: Any) -> Any:
+        """The run's browser context, made with its browser settings (docs/browser.md)."""
+        job = self.job
+        options: dict[str, Any] = dict(job.context_options)
+        if job.http_credentials is not None:
+            linked = next((c for c in job.credentials if c.alias == job.http_credentials), None)
+            if linked is None:  # the service checks the alias when it builds the job; this is a backstop
+                raise LookupError(f"httpCredentials names {job.http_credentials!r}, which is not linked")
+            options["http_credentials"] = {"username": linked.username or "", "password": linked.secret or ""}
+        video = self._video_mode()
+        if video != "off":
+            options["record_video_dir"] = str(job.artifacts_dir / VIDEO_WORK_DIR)
+        context = await browser.new_context(storage_state=job.storage_state, **options)
+        if video != "off":
+            self._videos = []
+            context.on("page", self._page_opened)
+        for pattern in job.block_urls:
+            await context.route(pattern, _blocked)
+        return context
+
+    def _page_opened(self, page: Any) -> None:
+        if self._videos is not None:
+            self._videos.append(page.video)
+
+    def _video_mode(self) -> str:
+        """The run's video mode: like traces, ``retain-on-failure`` records no run with linked credentials.
+
+        A video shows what the page showed (a password typed in clear on a page that shows it, say),
+        which masking cannot reach; such a run is recorded only when asked explicitly, with ``on``.
+        A run that keeps its session records none: its pages stay open, and a video ends with its page.
+        """
+        job = self.job
+        if job.video == "off":
+            return "off"
+        if job.save_session:
+            self._log("info", "no video: the run keeps its browser session open (saveSession)")
+            return "off"
+        if job.video == "retain-on-failure" and job.secrets:
+            self._log(
+                "info",
+                "no video: the run uses linked credentials and a video shows what the page showed; "
+                'browser video "on" records one anyway',
+            )
+            return "off"
+        missing = video_recorder()
+        if missing is not None:
+            self._log("warning", f"no video: {missing}")
+            return "off"
+        return job.video
+
+    async def _save_videos(self, context: Any, *, failed: bool) -> None:
+        """Close the context (a video is complete once its page closed) and keep the videos asked for.
+
+        The first page's video is ``video.webm``, later pages' ``video-2.webm`` and so on.
+        """
+        videos, self._videos = self._videos or [], None
+        keep = self.job.video == "on" or failed
+        work = self.job.artifacts_dir / VIDEO_WORK_DIR
+        try:
+            await asyncio.wait_for(context.close(), BROWSER_CALL_TIMEOUT_SECONDS)
+            for index, video in enumerate(videos, start=1):
+                if video is None:
+                    continue
+                if keep:
+                    name = VIDEO_FILE if index == 1 else f"video-{index}.webm"
+                    path = self.job.artifacts_dir / name
+                    await asyncio.wait_for(video.save_as(path), BROWSER_CALL_TIMEOUT_SECONDS)
+                    self._report(ArtifactSaved(name=name))
+        except Exception as exc:
+            self._log("warning", f"video not saved: {type(exc).__name__}: {exc}")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
     def _trace_mode(self) -> str:
         """The run's trace mode: ``on-failure`` records no trace of a run with linked credentials.
@@ -377,6 +459,11 @@ class RunExecution:
             token = None
         self._report(SessionSaved(storage_state=dict(state), token=token))
         return True
+
+
+async def _blocked(route: Any) -> None:
+    """A request to a blocked URL (``blockUrls``): aborted before it leaves the browser."""
+    await route.abort("blockedbyclient")
 
 
 def _consume_outcome(task: asyncio.Future[Any]) -> None:

@@ -277,9 +277,10 @@ class Worker:
         if warm is None:
             return None
         warm_browser, context, page = warm
-        if warm_browser is browser and job.storage_state is None and not page.is_closed():
+        fits = job.storage_state is None and job.default_context
+        if warm_browser is browser and fits and not page.is_closed():
             return context, page
-        if warm_browser is browser:  # a run starting from a saved session needs a context made with it
+        if warm_browser is browser:  # a saved session or browser settings need a context made with them
             self._spawn(_close_context(context))
         return None
 

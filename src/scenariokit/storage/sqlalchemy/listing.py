@@ -21,6 +21,7 @@ from typing import Any, Literal
 import attrs
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from scenariokit.domain.browser import NO_BROWSER_SETTINGS, BrowserSettings
 from scenariokit.domain.model import Retries
 from scenariokit.formats.queries import Page, ScenarioQuery
 from scenariokit.formats.records import LinkRecord, ScenarioRecord, StepRecord
@@ -68,7 +69,8 @@ _SQL = {
 def page_sql(dialect: Dialect, order_by: str, order_dir: str, searched: bool) -> str:
     """The statement of one page, for a checked order (``order_by`` a key of :data:`ORDER_COLUMNS`).
 
-    Its rows: ``(kind, rank, owner, id, a, b, seconds, environment, created, updated, retries, total)``,
+    Its rows: ``(kind, rank, owner, id, a, b, seconds, environment, created, updated, retries, browser,
+    total)``,
     kind 0 a scenario (``a`` its name, ``b`` its description, ``rank`` its place on the page), 1 a
     step (``rank`` its position, ``a`` its title, ``b`` its code), 2 a link (``a`` its alias); in that
     order, each kind by rank. Parameters: limit, offset, then the search pattern when ``searched``.
@@ -80,22 +82,23 @@ def page_sql(dialect: Dialect, order_by: str, order_dir: str, searched: bool) ->
     where = f"WHERE {sql.like}" if searched else ""
     return f"""
 WITH page AS MATERIALIZED (
-  SELECT id, name, description, environment_id, timeout_seconds, created_at, updated_at, retries
+  SELECT id, name, description, environment_id, timeout_seconds, created_at, updated_at, retries,
+         browser
   FROM scenarios {where} ORDER BY {order} {sql.limit}
 )
 SELECT 0 AS kind, row_number() OVER (ORDER BY {order}) AS rank, NULL AS owner, {uuid_text("id")} AS id,
        {text("name")} AS a, description AS b, timeout_seconds AS seconds,
        {uuid_text("environment_id")} AS environment, {time_text("created_at")} AS created,
        {time_text("updated_at")} AS updated, {text("retries")} AS retries,
-       (SELECT count(*) FROM scenarios {where}) AS total
+       {text("browser")} AS browser, (SELECT count(*) FROM scenarios {where}) AS total
 FROM page
 UNION ALL
 SELECT 1, steps.position, {uuid_text("steps.scenario_id")}, {uuid_text("steps.id")}, steps.title,
-       steps.exec_code, steps.timeout_seconds, NULL, NULL, NULL, NULL, NULL
+       steps.exec_code, steps.timeout_seconds, NULL, NULL, NULL, NULL, NULL, NULL
 FROM steps JOIN page ON steps.scenario_id = page.id
 UNION ALL
 SELECT 2, links.position, {uuid_text("links.scenario_id")}, {uuid_text("links.credential_id")},
-       links.alias, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       links.alias, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM scenario_credentials AS links JOIN page ON links.scenario_id = page.id
 ORDER BY kind, rank, a
 """
@@ -149,6 +152,24 @@ def _retries(text: str | None) -> Retries:
     return found
 
 
+_restore_browser = DOCUMENTS.get_structure_hook(BrowserSettings)
+_browser_read: dict[str, BrowserSettings] = {}
+
+
+def _browser(text: str | None) -> BrowserSettings:
+    """The browser settings a row holds, read by the storage rules, once per distinct text."""
+    if text is None:
+        return NO_BROWSER_SETTINGS
+    found = _browser_read.get(text)
+    if found is None:
+        document = read_json(text)
+        found = NO_BROWSER_SETTINGS if document is None else _restore_browser(document, BrowserSettings)
+        if len(_browser_read) >= 1024:
+            _browser_read.clear()
+        _browser_read[text] = found
+    return found
+
+
 async def _fetch(conn: AsyncConnection, sql: str, params: Sequence[Any]) -> Sequence[Sequence[Any]]:
     """The rows of ``sql`` run on ``conn``'s own driver connection, inside its current transaction."""
     driver: Any = (await conn.get_raw_connection()).driver_connection
@@ -179,7 +200,7 @@ async def scenario_page(
             heads.append(row)
             steps[row[3]] = []
             links[row[3]] = []
-            total = row[11]
+            total = row[12]
         elif kind == 1:
             steps[row[2]].append(StepRecord(row[5], row[1], row[4], _seconds(row[6]), _uuid_text(row[3])))
         else:
@@ -196,6 +217,7 @@ async def scenario_page(
             created_at=_time_text(row[8]),
             updated_at=_time_text(row[9]),
             retries=_retries(row[10]),
+            browser=_browser(row[11]),
         )
         for row in heads
     )

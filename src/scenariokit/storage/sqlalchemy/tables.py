@@ -56,6 +56,8 @@ environments = sa.Table(
     sa.Column("description", sa.Text()),
     sa.Column("data", JSONType, nullable=False),
     *_timestamps(),
+    # browser settings (docs/browser.md); NULL reads as none set
+    sa.Column("browser", JSONType),
     sa.Index(None, "updated_at", "id"),
     sa.Index(None, "name", "id"),
 )
@@ -85,6 +87,7 @@ scenarios = sa.Table(
     sa.Column("timeout_seconds", sa.Float()),
     *_timestamps(),
     sa.Column("retries", JSONType),
+    sa.Column("browser", JSONType),
     sa.Index(None, "updated_at", "id"),
     sa.Index(None, "name", "id"),
     sa.Index(None, "created_at", "id"),
@@ -172,6 +175,7 @@ runs = sa.Table(
     sa.Column("batch_id", sa.Uuid()),
     # No foreign key: deleting a schedule keeps the runs it queued readable.
     sa.Column("schedule_id", sa.Uuid()),
+    sa.Column("browser", JSONType),
     sa.Index(None, "created_at", "id"),
     sa.Index(None, "scenario_name", "id"),
     sa.Index(None, "status", "created_at", "id"),
