@@ -6,7 +6,7 @@ tree, uses only what both trees offer (``open_kit``, the services, ``start_runne
 seconds as its last line.
 
     PYTHONPATH=<tree>/src python bench/_tree_runs.py URL COUNT WORKERS STEPS_JSON [--handshake]
-        [--browser-args JSON]
+        [--browser-args JSON] [--warm] [--left-out]
 
 With ``--handshake`` (``bench/cpu.py``) it prints ``ready`` once its workers are up and waits for a line
 on its standard input before it queues the runs, then prints ``done SECONDS`` once they are over and
@@ -15,6 +15,13 @@ waits for another line before it closes, so the caller's CPU window holds the ru
 With ``--browser-args`` (a JSON list) every browser that tree launches gets those flags too, where
 its own defaults lack them: the caller passes its own tree's launch flags, so the two trees' runs
 differ in their workers alone.
+
+``bench/runs.py --as-user NAME`` starts this script as an ordinary user (``runuser``) with this very
+tree on ``PYTHONPATH``, so that it measures what ``bench/runs.py`` measures in its own process, only
+as that user. For that, ``--warm`` waits before the runs as ``bench/runs.py`` does (until the pool's
+driver cache is made and every worker is warm) rather than a fixed two seconds, and ``--left-out``
+prints ``left-out JSON`` (what the pool could not give its workers, ``/health``'s ``leftOut``) on the
+line before the seconds.
 """
 
 from __future__ import annotations
@@ -40,7 +47,15 @@ except ImportError:
     from scenariokit.queries import RunQuery  # type: ignore[no-redef]
 
 
-async def seconds_for(url: str, count: int, workers: int, steps: list[str], handshake: bool = False) -> float:
+async def seconds_for(
+    url: str,
+    count: int,
+    workers: int,
+    steps: list[str],
+    handshake: bool = False,
+    warm: bool = False,
+    left_out: bool = False,
+) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         async with scenariokit.open_kit(f"sqlite:///{Path(tmp) / 'bench.db'}", workers=workers) as kit:
             env = await kit.environments.create({"name": "bench", "data": {"url": url}})
@@ -50,8 +65,14 @@ async def seconds_for(url: str, count: int, workers: int, steps: list[str], hand
                 )
                 for i in range(count)
             ]
-            await kit.start_runner()
-            await asyncio.sleep(2)  # as bench/runs.py: the workers' first browsers are up
+            scheduler = await kit.start_runner()
+            if warm:  # as bench/runs.py waits: only this tree and those after it have these
+                from _shared import until_warm
+
+                await scheduler.pool.node_cache_made()
+                await until_warm(scheduler.pool)
+            else:
+                await asyncio.sleep(2)  # the workers' first browsers are up
             if handshake:
                 print("ready", flush=True)
                 await asyncio.to_thread(sys.stdin.readline)
@@ -68,6 +89,8 @@ async def seconds_for(url: str, count: int, workers: int, steps: list[str], hand
                 print(f"done {elapsed}", flush=True)
                 await asyncio.to_thread(sys.stdin.readline)
             details = [await kit.runs.get(run.id) for run in runs]
+            if left_out:
+                print("left-out", json.dumps(scheduler.pool.left_out), flush=True)
     failed = [d.run for d in details if d.run.status is not RunStatus.PASS]
     if failed:
         raise SystemExit(f"{len(failed)} runs did not pass: {failed[0].error}")
@@ -96,4 +119,5 @@ if __name__ == "__main__":
     handshake = "--handshake" in sys.argv[5:]
     if "--browser-args" in sys.argv[5:]:
         add_browser_args(json.loads(sys.argv[sys.argv.index("--browser-args") + 1]))
-    print(asyncio.run(seconds_for(url, count, workers, steps, handshake)))
+    warm, left_out = "--warm" in sys.argv[5:], "--left-out" in sys.argv[5:]
+    print(asyncio.run(seconds_for(url, count, workers, steps, handshake, warm, left_out)))

@@ -19,7 +19,20 @@ release is commit c7b9a1e (headless shell and timelines, workers reused): ``git 
 and with this tree's browser launch flags added (``DEFAULT_ARGS``), so that the ratio of one-run
 workers to those is the cost of the sandbox and one-run workers alone, with the same browser work.
 
+With ``--as-user NAME`` (run as root), every scenariokit configuration is measured a second time,
+right after root's, with the scenariokit side running as the ordinary user ``NAME``: the same
+mechanism as ``--reused-tree`` (``_tree_runs.py`` in a child process, here started with ``runuser -u
+NAME --``), importing this very tree, which that user must be able to read, through ``PYTHONPATH``.
+Its interpreter is ``--user-python`` (default ``~NAME/venv/bin/python``): a venv that user owns on
+the distribution's ``/usr/bin/python3``, since an ordinary user cannot read ``/root``, where pyenv's
+interpreters live; it needs scenariokit's dependencies (``pip install -e '<tree>[server]'`` into it
+as that user installs them; the tree on ``PYTHONPATH`` comes first either way). Such a service's pool
+leaves out what that user cannot have (both zygotes, control groups): the rows give its runs/min, its
+ratio to root's same configuration and to the bare script, and what its pool reported left out
+(``/health``'s ``leftOut``). Only 127.0.0.1 is used, as for root.
+
     python bench/runs.py [--scenarios 50] [--workers 1,2] [--rounds 1] [--reused-tree PATH]
+        [--as-user NAME [--user-python PATH]]
 """
 
 from __future__ import annotations
@@ -28,6 +41,8 @@ import argparse
 import asyncio
 import json
 import os
+import pwd
+import shutil
 import statistics
 import sys
 import tempfile
@@ -35,6 +50,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
 from _shared import (
     STEPS,
     MemoryPeak,
@@ -103,21 +119,76 @@ async def through_scenariokit(
     return elapsed, [d.run.timings for d in details], peak
 
 
+@attrs.frozen
+class OtherUser:
+    """An ordinary user the scenariokit side runs as (``--as-user``), with a Python that user can run."""
+
+    name: str
+    python: Path
+
+    def command(self) -> list[str]:
+        """The start of the command line that runs that user's Python as that user."""
+        # found on this process's PATH: the child's environment, which runuser is given, has no sbin
+        return [shutil.which("runuser") or "/usr/sbin/runuser", "-u", self.name, "--", str(self.python)]
+
+    def environment(self, tree: Path, sandbox: str) -> dict[str, str]:
+        """A small environment of that user's own, nothing of root's: ``tree`` on ``PYTHONPATH``."""
+        return {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": pwd.getpwnam(self.name).pw_dir,
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": tree_environment(tree)["PYTHONPATH"],
+            SANDBOX_ENV: sandbox,
+        }
+
+
+def other_user(name: str, python: Path | None) -> OtherUser:
+    """The user ``--as-user`` names, checked: this process must be root, that user must not be."""
+    if os.geteuid() != 0:
+        raise SystemExit("--as-user needs this bench to run as root (it starts the child with runuser)")
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise SystemExit(f"--as-user: no user {name!r} here (make one with: useradd -m {name})") from None
+    if entry.pw_uid == 0:
+        raise SystemExit(f"--as-user: {name!r} is root; name an ordinary user")
+    return OtherUser(name, python or Path(entry.pw_dir) / "venv" / "bin" / "python")
+
+
 async def through_tree(
-    tree: Path, url: str, count: int, workers: int, browser_args: Sequence[str] = ()
-) -> float:
+    tree: Path,
+    url: str,
+    count: int,
+    workers: int,
+    browser_args: Sequence[str] = (),
+    *,
+    user: OtherUser | None = None,
+    sandbox: str = "off",
+) -> tuple[float, list[str]]:
     """Seconds for ``count`` runs with ``workers`` workers through the scenariokit of ``tree``, its
-    browsers launched with ``browser_args`` as well."""
-    env = tree_environment(tree)
+    browsers launched with ``browser_args`` as well.
+
+    With ``user`` the child runs as that user, waits for its pool as :func:`through_scenariokit`
+    does, with the sandbox ``sandbox``, and also returns what its pool left out; otherwise that list
+    is empty.
+    """
     added = ["--browser-args", json.dumps(list(browser_args))] if browser_args else []
+    if user is None:
+        command, env = [sys.executable], tree_environment(tree)
+    else:
+        command, env = user.command(), user.environment(tree, sandbox)
+        added += ["--warm", "--left-out"]
     child = await asyncio.create_subprocess_exec(
-        sys.executable, str(BENCH / "_tree_runs.py"), url, str(count), str(workers), json.dumps(STEPS),
+        *command, str(BENCH / "_tree_runs.py"), url, str(count), str(workers), json.dumps(STEPS),
         *added, env=env, cwd=tempfile.gettempdir(), stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, _ = await child.communicate()
+    who = f" as {user.name}" if user else ""
     if child.returncode != 0:
-        raise SystemExit(f"the runs through {tree} failed (exit {child.returncode})")
-    return float(out.decode().split()[-1])
+        raise SystemExit(f"the runs through {tree}{who} failed (exit {child.returncode})")
+    lines = out.decode().splitlines()
+    left_out = [json.loads(line.removeprefix("left-out ")) for line in lines if line.startswith("left-out ")]
+    return float(lines[-1]), left_out[-1] if left_out else []
 
 
 async def main() -> None:
@@ -130,7 +201,14 @@ async def main() -> None:
     parser.add_argument(
         "--reused-tree", type=Path, help="a checkout of the release with reused workers, measured alongside"
     )
+    parser.add_argument(
+        "--as-user", metavar="NAME", help="also measure scenariokit run as this ordinary user (needs root)"
+    )
+    parser.add_argument(
+        "--user-python", type=Path, help="the Python --as-user runs (default: ~NAME/venv/bin/python)"
+    )
     args = parser.parse_args()
+    user = other_user(args.as_user, args.user_python) if args.as_user else None
     default_workers = Settings().workers
     counts = sorted({int(n) for n in args.workers.split(",")} | {default_workers})
     browser = discover_browser()
@@ -150,6 +228,12 @@ async def main() -> None:
         labels |= {
             ("reused+flags", n): f"reused workers with today's launch flags, {n} worker(s)" for n in counts
         }
+    if user:
+        labels |= {
+            ("user", *config): f"as {user.name}, {config[0]} worker(s), sandbox {config[1]}"
+            for config in configs
+        }
+    left_out: dict[str, set[str]] = {sandbox: set() for sandbox in sandboxes}
     rates: dict[object, list[float]] = {key: [] for key in labels}
     ratios: dict[object, list[float]] = {key: [] for key in labels}
     timelines: dict[Config, list[RunTimings | None]] = {config: [] for config in configs}
@@ -166,12 +250,18 @@ async def main() -> None:
                 took, timings, _ = await through_scenariokit(url, args.scenarios, *config)
                 seconds[config] = took
                 timelines[config] += timings
-                if args.reused_tree and config[1] == sandboxes[-1]:  # once per worker count
-                    reused = await through_tree(args.reused_tree, url, args.scenarios, config[0])
-                    seconds[("reused", config[0])] = reused
-                    seconds[("reused+flags", config[0])] = await through_tree(
-                        args.reused_tree, url, args.scenarios, config[0], DEFAULT_ARGS
+                if user:  # right after root's, so that their ratio is less exposed to the drift
+                    took, notes = await through_tree(
+                        BENCH.parent, url, args.scenarios, config[0], user=user, sandbox=config[1]
                     )
+                    seconds[("user", *config)] = took
+                    left_out[config[1]].update(notes)
+                if args.reused_tree and config[1] == sandboxes[-1]:  # once per worker count
+                    reused, _ = await through_tree(args.reused_tree, url, args.scenarios, config[0])
+                    seconds[("reused", config[0])] = reused
+                    seconds[("reused+flags", config[0])] = (
+                        await through_tree(args.reused_tree, url, args.scenarios, config[0], DEFAULT_ARGS)
+                    )[0]
             for key, took in seconds.items():
                 rates[key].append(per_minute(args.scenarios, took))
                 ratios[key].append(seconds["bare"] / took)
@@ -192,6 +282,17 @@ async def main() -> None:
         for n in counts:
             on, off = statistics.median(rates[(n, "bubblewrap")]), statistics.median(rates[(n, "off")])
             print(f"  sandbox on/off with {n} worker(s): {on / off:.2f}")
+    if user:
+        for n, sandbox in configs:
+            paired = [u / r for u, r in zip(rates[("user", n, sandbox)], rates[(n, sandbox)], strict=True)]
+            rounds = f" (rounds: {', '.join(f'{r:.2f}' for r in paired)})" if args.rounds > 1 else ""
+            print(
+                f"  as {user.name} against root, {n} worker(s), sandbox {sandbox}: "
+                f"{statistics.median(paired):.2f}{rounds}"
+            )
+        for sandbox in sandboxes:
+            said = "; ".join(sorted(left_out[sandbox])) or "nothing"
+            print(f"  as {user.name}, sandbox {sandbox}, the pool left out: {said}")
     if args.reused_tree:
         against = {"reused": "reused workers", "reused+flags": "reused workers with today's flags"}
         for n in counts:
