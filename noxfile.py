@@ -77,7 +77,8 @@ def _install_project(session: nox.Session, extras: str) -> None:
 def tests(session: nox.Session) -> None:
     """Run the whole test suite (SQLite and PostgreSQL, real Chromium, real HTTP) on one interpreter."""
     _install_project(session, "test")
-    session.run("pytest", *(session.posargs or ["-q"]))
+    # one pytest-xdist worker per core: the suite waits on browsers and processes as much as it computes
+    session.run("pytest", *(session.posargs or ["-q", "-n", "auto"]))
 
 
 @nox.session

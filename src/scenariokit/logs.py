@@ -97,9 +97,28 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, ensure_ascii=False, default=str)
 
 
+class StandardErrorHandler(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
+    """Writes to ``sys.stderr`` as it is when a record comes, never to the stream it was at set-up.
+
+    A program that calls ``scenariokit.cli.main`` in-process (a test capturing its output, say) may
+    close the stream it had: a handler bound to it would fail on every later record.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override,unused-ignore]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: Any) -> None:
+        pass  # always the current sys.stderr
+
+
 def configure_logging(log_format: LogFormat = "text", *, level: int = logging.INFO) -> None:
     """Send the root logger's records to standard error in ``log_format``, replacing its handlers."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StandardErrorHandler()
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
     handler.addFilter(ContextFilter())
     root = logging.getLogger()

@@ -17,7 +17,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 RUN_FIELDS = {
     *("id", "scenarioId", "scenario", "environmentId", "environment", "saveSession", "sessionId", "session"),
     *("status", "error", "stepResults", "artifacts", "createdAt", "startedAt", "finishedAt", "durationMs"),
-    *("attempts", "flaky", "batchId", "scheduleId", "browser"),
+    *("attempts", "flaky", "batchId", "scheduleId", "browser", "scenarioRevision"),
 }
 
 

@@ -26,8 +26,8 @@ def test_each_file_runs_against_each_environment_with_a_row_per_pair(
         )  # fmt: skip
     shown = capsys.readouterr().out
     assert status == 1, shown
-    assert "PASS greets [local] (" in shown
-    assert f"FAIL greets [{files / 'down.env.yaml'}] (" in shown
+    assert "PASS greets [local] revision 7 (" in shown
+    assert f"FAIL greets [{files / 'down.env.yaml'}] revision 7 (" in shown
     assert "environment" in shown and "1 passed, 1 failed" in shown
     cases = {case.get("name"): case for case in ET.parse(report).getroot().iter("testcase")}
     assert set(cases) == {"greets [local]", f"greets [{files / 'down.env.yaml'}]"}
@@ -40,4 +40,4 @@ def test_one_env_keeps_the_report_as_it_was(files: Path, capsys: pytest.CaptureF
          "--workers", "1"]
     )  # fmt: skip
     shown = capsys.readouterr().out
-    assert status == 0 and "PASS greets (" in shown and "[local]" not in shown
+    assert status == 0 and "PASS greets revision 7 (" in shown and "[local]" not in shown

@@ -230,7 +230,9 @@ async def test_export_yaml_writes_what_rest_exports_and_import_yaml_writes_it_ba
         stored = await call(mcp, "get_scenario", scenarioId=scenario["id"])
         assert stored["steps"][0]["execCode"].endswith("log('fixed')")
         again = await call(mcp, "export_yaml", kind="scenario", ids=[scenario["id"]], includeEnvironment=True)
-        assert again["yaml"] == edited
+        # the import made revision 2 of the scenario; the export says so, and is otherwise what went in
+        assert again["yaml"] == edited.replace("revision: 1\n", "revision: 2\n")
+        assert "revision: 2\n" in again["yaml"]
 
 
 @pytest.mark.parametrize(

@@ -295,14 +295,15 @@ def _report(console: Console, outcomes: Sequence[ScenarioOutcome], elapsed: floa
         console.rule(f"[red]{escape(outcome.label)}[/]", style="red")
         console.print(escape(outcome.describe()), soft_wrap=True)
     table = Table(title="scenariokit run", title_justify="left")
-    table.add_column("result")
-    table.add_column("scenario")
+    # headers stay whole on a narrow terminal: the file and the failing step wrap instead
+    table.add_column("result", min_width=6)
+    table.add_column("scenario", min_width=8)
     several = any(outcome.env_choice is not None for outcome in outcomes)
     if several:
-        table.add_column("environment")
+        table.add_column("environment", min_width=11)
     revisions = any(outcome.revision is not None for outcome in outcomes)
     if revisions:
-        table.add_column("revision", justify="right")
+        table.add_column("revision", justify="right", min_width=8)
     table.add_column("file")
     table.add_column("time", justify="right")
     table.add_column("failing step")

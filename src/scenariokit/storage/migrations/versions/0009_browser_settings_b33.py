@@ -26,13 +26,13 @@ def _json() -> sa.types.TypeEngine[Any]:
     return sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql")
 
 
+# Plain ALTER TABLE, never a batch: on SQLite a batch copies the table and drops the old one, and
+# dropping ``scenarios`` would take every run with it (ON DELETE CASCADE). SQLite 3.35+ drops columns.
 def upgrade() -> None:
     for table in TABLES:
-        with op.batch_alter_table(table) as batch:
-            batch.add_column(sa.Column("browser", _json(), nullable=True))
+        op.add_column(table, sa.Column("browser", _json(), nullable=True))
 
 
 def downgrade() -> None:
     for table in reversed(TABLES):
-        with op.batch_alter_table(table) as batch:
-            batch.drop_column("browser")
+        op.drop_column(table, "browser")
