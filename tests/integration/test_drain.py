@@ -127,12 +127,11 @@ async def test_a_run_in_flight_at_sigterm_finishes_and_passes(
     await _all_gone(started)
 
 
-@pytest.mark.postgres
-async def test_a_run_longer_than_the_drain_is_handed_back_and_the_other_server_runs_it_once(
-    processes: Any, http: aiohttp.ClientSession, site: Any
-) -> None:
-    database_url = f"{PG_BASE_URL}?schema={unique_schema('drain')}"
-    procs: Processes = processes(database_url)
+@contextlib.asynccontextmanager
+async def _on_postgres(processes: Callable[[str], Processes], name: str) -> AsyncIterator[Processes]:
+    """Processes over a migrated PostgreSQL schema of their own; killed, and the schema dropped, after."""
+    database_url = f"{PG_BASE_URL}?schema={unique_schema(name)}"
+    procs = processes(database_url)
     await asyncio.to_thread(
         subprocess.run,
         [*SCENARIOKIT, "db", "upgrade", "--database-url", database_url],
@@ -140,6 +139,19 @@ async def test_a_run_longer_than_the_drain_is_handed_back_and_the_other_server_r
         check=True,
     )
     try:
+        yield procs
+    finally:
+        procs.kill_all()
+        store = await open_store(database_url, secret_key=procs.env["SCENARIOKIT_SECRET_KEY"], migrate=False)
+        await store.drop_schema()  # type: ignore[attr-defined]
+        await store.close()
+
+
+@pytest.mark.postgres
+async def test_a_run_longer_than_the_drain_is_handed_back_and_the_other_server_runs_it_once(
+    processes: Any, http: aiohttp.ClientSession, site: Any
+) -> None:
+    async with _on_postgres(processes, "drain") as procs:
         procs.env["SCENARIOKIT_DRAIN_SECONDS"] = "1"
         ports = [_free_port(), _free_port()]
         servers = [procs.serve(port) for port in ports]
@@ -168,26 +180,13 @@ async def test_a_run_longer_than_the_drain_is_handed_back_and_the_other_server_r
         assert site.hits.get("/", 0) - hits_before == 1
         assert "worker_lost" not in " ".join(messages)
         assert "Traceback" not in output_of(procs, servers.index(first))
-    finally:
-        procs.kill_all()
-        store = await open_store(database_url, secret_key=procs.env["SCENARIOKIT_SECRET_KEY"], migrate=False)
-        await store.drop_schema()  # type: ignore[attr-defined]
-        await store.close()
 
 
 @pytest.mark.postgres
 async def test_scenariokit_worker_drains_the_same_way(
     processes: Any, http: aiohttp.ClientSession, site: Any
 ) -> None:
-    database_url = f"{PG_BASE_URL}?schema={unique_schema('wdrain')}"
-    procs: Processes = processes(database_url)
-    await asyncio.to_thread(
-        subprocess.run,
-        [*SCENARIOKIT, "db", "upgrade", "--database-url", database_url],
-        env=procs.env,
-        check=True,
-    )
-    try:
+    async with _on_postgres(processes, "wdrain") as procs:
         port = _free_port()
         api = Api(http, f"http://127.0.0.1:{port}")
         server = procs.serve(port, "--no-scheduler")
@@ -210,11 +209,6 @@ async def test_scenariokit_worker_drains_the_same_way(
         assert waiting["status"] == "in_progress" and waiting["startedAt"] is None
         assert "Traceback" not in output_of(procs, 1)
         await _all_gone(started)
-    finally:
-        procs.kill_all()
-        store = await open_store(database_url, secret_key=procs.env["SCENARIOKIT_SECRET_KEY"], migrate=False)
-        await store.drop_schema()  # type: ignore[attr-defined]
-        await store.close()
 
 
 async def test_a_second_sigterm_stops_at_once_and_hands_the_run_back(
