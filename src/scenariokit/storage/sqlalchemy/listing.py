@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import attrs
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -133,41 +133,36 @@ def _seconds(value: float | int | None) -> float | None:
     return None if value is None else float(value)  # the domain's ``seconds``: 120 reads as 120.0
 
 
-_restore_retries = DOCUMENTS.get_structure_hook(Retries)
-_DEFAULT_RETRIES = Retries()
-_retries_read: dict[str, Retries] = {}
+T = TypeVar("T")
 
 
-def _retries(text: str | None) -> Retries:
-    """The retries a row holds, read by the storage rules, once per distinct text (frozen: shared)."""
-    if text is None:
-        return _DEFAULT_RETRIES
-    found = _retries_read.get(text)
-    if found is None:
-        document = read_json(text)
-        found = _DEFAULT_RETRIES if document is None else _restore_retries(document, Retries)
-        if len(_retries_read) >= 1024:
-            _retries_read.clear()
-        _retries_read[text] = found
-    return found
+class _DocumentColumn(Generic[T]):
+    """A JSON column's value read by the storage rules, once per distinct text (frozen values: shared).
+
+    A page repeats the same few texts row after row (most scenarios keep the defaults), so each is
+    structured once and kept; the cache is emptied past 1024 texts.
+    """
+
+    def __init__(self, cls: type[T], default: T) -> None:
+        self._cls, self._default = cls, default
+        self._restore = DOCUMENTS.get_structure_hook(cls)
+        self._read: dict[str, T] = {}
+
+    def __call__(self, text: str | None) -> T:
+        if text is None:
+            return self._default
+        found = self._read.get(text)
+        if found is None:
+            document = read_json(text)
+            found = self._default if document is None else self._restore(document, self._cls)
+            if len(self._read) >= 1024:
+                self._read.clear()
+            self._read[text] = found
+        return found
 
 
-_restore_browser = DOCUMENTS.get_structure_hook(BrowserSettings)
-_browser_read: dict[str, BrowserSettings] = {}
-
-
-def _browser(text: str | None) -> BrowserSettings:
-    """The browser settings a row holds, read by the storage rules, once per distinct text."""
-    if text is None:
-        return NO_BROWSER_SETTINGS
-    found = _browser_read.get(text)
-    if found is None:
-        document = read_json(text)
-        found = NO_BROWSER_SETTINGS if document is None else _restore_browser(document, BrowserSettings)
-        if len(_browser_read) >= 1024:
-            _browser_read.clear()
-        _browser_read[text] = found
-    return found
+_retries = _DocumentColumn(Retries, Retries())
+_browser = _DocumentColumn(BrowserSettings, NO_BROWSER_SETTINGS)
 
 
 async def _fetch(conn: AsyncConnection, sql: str, params: Sequence[Any]) -> Sequence[Sequence[Any]]:
