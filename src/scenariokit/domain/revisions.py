@@ -86,18 +86,13 @@ class ScenarioContent:
     browser: BrowserSettings = attrs.field(factory=BrowserSettings)
 
 
+#: What a revision keeps of a scenario: these fields of :class:`Scenario`, under the same names.
+CONTENT_FIELDS = tuple(field.name for field in attrs.fields(ScenarioContent))
+
+
 def content_of(scenario: Scenario) -> ScenarioContent:
     """The content of a scenario as a revision keeps it."""
-    return ScenarioContent(
-        name=scenario.name,
-        description=scenario.description,
-        environment_id=scenario.environment_id,
-        timeout_seconds=scenario.timeout_seconds,
-        retries=scenario.retries,
-        credentials=scenario.credentials,
-        steps=scenario.steps,
-        browser=scenario.browser,
-    )
+    return ScenarioContent(**{name: getattr(scenario, name) for name in CONTENT_FIELDS})
 
 
 def _canonical(document: Any) -> bytes:
@@ -199,19 +194,8 @@ class Revision:
 
     def as_scenario(self, base: Scenario) -> Scenario:
         """The scenario ``base`` (its id, times) as this revision holds it."""
-        content = self.content
-        return attrs.evolve(
-            base,
-            name=content.name,
-            description=content.description,
-            environment_id=content.environment_id,
-            timeout_seconds=content.timeout_seconds,
-            retries=content.retries,
-            credentials=content.credentials,
-            steps=content.steps,
-            browser=content.browser,
-            revision=self.number,
-        )
+        content = {name: getattr(self.content, name) for name in CONTENT_FIELDS}
+        return attrs.evolve(base, **content, revision=self.number)
 
 
 def new_revision(scenario: Scenario, origin: Origin, *, at: datetime | None = None) -> Revision:
