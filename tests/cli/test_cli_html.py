@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from browser_checks import loaded_image_width
 from scenariokit.cli import main
 from scenariokit.domain.errors import BrowserUnavailable
 from scenariokit.runner.worker.browser import discover_browser
@@ -57,8 +58,7 @@ async def test_html_writes_an_index_and_a_page_per_scenario_that_open_from_disk(
             assert await page.locator("#scenario-name").inner_text() == "says goodbye"
             assert await page.locator("#failed-step").inner_text() == 'step 2 "look for the farewell"'
             assert "Goodbye" in await page.locator("#error-message").inner_text()
-            await page.wait_for_function("document.getElementById('screenshot').complete")
-            assert await page.locator("#screenshot").evaluate("img => img.naturalWidth") > 0
+            assert await loaded_image_width(page.locator("#screenshot")) > 0
             assert "playwright show-trace" in await page.locator(".evidence").inner_text()
             every = await page.locator("#log li").count()
             await page.locator("#log-q").fill("LOOKING for")

@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 from report_support import API, TOKEN, Api, ServerFactory, Watch
 
+from browser_checks import loaded_image_width
 from scenariokit_server.trace import ArtifactLinks
 
 pytestmark = pytest.mark.browser
@@ -104,8 +105,7 @@ async def test_the_page_works_after_entering_a_token_kept_for_the_tab(
                 await page.locator("#scenario-name").wait_for()
                 assert await page.locator("#scenario-name").inner_text() == "secret-checkout"
                 assert await page.evaluate("sessionStorage.getItem('scenariokit.token')") == TOKEN
-                await page.wait_for_function("document.getElementById('screenshot').complete")
-                assert await page.locator("#screenshot").evaluate("img => img.naturalWidth") > 0
+                assert await loaded_image_width(page.locator("#screenshot")) > 0
                 await page.locator("#log-q").fill("opened the")
                 assert await page.locator("#log li:not([hidden])").count() == 1
 

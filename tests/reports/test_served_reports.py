@@ -14,6 +14,8 @@ import aiohttp
 import pytest
 from report_support import API, Api, ServerFactory, Watch
 
+from browser_checks import loaded_image_width
+
 pytestmark = pytest.mark.browser
 
 
@@ -56,8 +58,7 @@ async def test_the_run_page_of_a_failed_run_shows_step_error_screenshot_and_a_lo
                 assert "fail" in (await rows.nth(1).get_attribute("class") or "")
                 shot = page.locator("#screenshot")
                 await shot.wait_for()
-                await page.wait_for_function("document.getElementById('screenshot').complete")
-                assert await shot.evaluate("img => img.naturalWidth") > 0
+                assert await loaded_image_width(shot) > 0
 
                 lines = page.locator("#log li")
                 every = await lines.count()
