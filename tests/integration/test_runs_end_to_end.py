@@ -13,6 +13,7 @@ import pytest
 import scenariokit
 from scenariokit.domain.model import RunErrorKind, RunStatus, SessionStatus, StepStatus
 from scenariokit.formats.presenters import session_json
+from scenariokit.runner.parent import scheduler as scheduler_module
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -204,14 +205,14 @@ async def test_a_finished_runs_log_holds_every_line_even_when_log_writes_are_slo
     kit: scenariokit.Kit, site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run ends while the periodic flush is writing a line: that line must not be lost."""
-    write = kit.services.runs.append_logs
+    write = kit.services.runs.record_progress
 
-    async def slow_write(entries: Any) -> None:
+    async def slow_write(run_id: Any, entries: Any, step_results: Any = None) -> None:
         if any(entry.message == "slow line" for entry in entries):
             await asyncio.sleep(1.5)  # the step ends, and with it the run, during this write
-        await write(entries)
+        await write(run_id, entries, step_results)
 
-    monkeypatch.setattr(kit.services.runs, "append_logs", slow_write)
+    monkeypatch.setattr(kit.services.runs, "record_progress", slow_write)
     env = await _env(kit, site)
     # The flush every 0.25 s takes the line while the step still sleeps; the step ends mid-write.
     code = "import asyncio\nprint('slow line')\nawait asyncio.sleep(0.6)"
@@ -255,3 +256,32 @@ async def test_every_run_keeps_its_timeline_phase_by_phase(kit: scenariokit.Kit,
     assert closed is not None and closed.browser_close_ms is not None and closed.browser_close_ms >= 0
     # the close adds to the timings and changes nothing else
     assert attrs.evolve(closed, browser_close_ms=None) == attrs.evolve(timings, browser_close_ms=None)
+
+
+async def test_a_run_writes_its_steps_and_lines_with_its_outcome_not_one_write_each(
+    kit: scenariokit.Kit, site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No flush falls inside this run: its steps' results and its lines go in with its outcome, at once."""
+    monkeypatch.setattr(scheduler_module, "LOG_FLUSH_SECONDS", 3600.0)
+    runs = kit.services.runs
+    calls: dict[str, list[Any]] = {"record_progress": [], "append_logs": [], "finish": []}
+    for name, seen in calls.items():
+        original = getattr(runs, name)
+
+        async def spy(*args: Any, _seen: list[Any] = seen, _call: Any = original, **kwargs: Any) -> Any:
+            _seen.append((args, kwargs))
+            return await _call(*args, **kwargs)
+
+        monkeypatch.setattr(runs, name, spy)
+    env = await _env(kit, site)
+    code = ["print('one')", "print('two')", "await page.goto(helpers.getEnvUrl())\nprint('three')"]
+    scenario = await kit.scenarios.create({"name": "quiet", "steps": [{"execCode": c} for c in code]})
+
+    result = await kit.run(scenario.id, environment_id=env.id, timeout=60)
+
+    assert result.run.status is RunStatus.PASS, result.run.error
+    assert [step.status for step in result.run.step_results] == [StepStatus.PASS] * 3
+    assert [line.message for line in result.logs.items if line.level == "info"] == ["one", "two", "three"]
+    assert (len(calls["record_progress"]), len(calls["append_logs"])) == (0, 0)
+    [(_, finished)] = calls["finish"]
+    assert [entry.message for entry in finished["logs"] if entry.level == "info"] == ["one", "two", "three"]

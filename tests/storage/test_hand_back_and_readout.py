@@ -30,7 +30,7 @@ async def test_a_run_handed_back_is_queued_again_and_another_scheduler_claims_it
     assert claimed is not None
     step = claimed[1].steps[0]
     result = StepResult(step_id=step.id, order=1, title=None, status=StepStatus.PASS, started_at=utcnow())
-    await services.runs.record_step(run_id, result)
+    await services.runs.record_progress(run_id, [], [result])
 
     assert not await services.runs.hand_back(run_id, "someone-else", REASON), "only the lease holder may"
     assert await services.runs.hand_back(run_id, "w1", REASON)
@@ -38,7 +38,7 @@ async def test_a_run_handed_back_is_queued_again_and_another_scheduler_claims_it
     run = detail.run
     assert run.status is RunStatus.IN_PROGRESS and run.error is None
     assert run.step_results == () and run.attempts == () and run.started_at is None
-    assert [line.message for line in detail.logs.items] == [REASON]
+    assert [line.message for line in detail.logs.items] == ["claimed by w1", REASON], "its log is kept"
     assert (await services.operations.readout()).queue.depth == 1
     assert not await services.runs.renew_lease(run_id, "w1"), "the old owner holds nothing any more"
 

@@ -51,9 +51,7 @@ async def _check_every_total(store: SqlStore, scenarios: list[Scenario]) -> None
 async def test_totals_follow_every_change_of_a_run(store: SqlStore) -> None:
     env = Environment(name="env")
     scenarios = [Scenario(name="first"), Scenario(name="second")]
-    runs = [
-        Run(scenario_id=scenarios[i % 2].id, environment_id=env.id, scenario_name="x") for i in range(7)
-    ]
+    runs = [Run(scenario_id=scenarios[i % 2].id, environment_id=env.id, scenario_name="x") for i in range(7)]
     async with store.unit_of_work() as uow:
         await uow.environments.add(env)
         for scenario in scenarios:

@@ -79,8 +79,11 @@ async def test_reads_answer_while_another_process_holds_the_write_lock(tmp_path:
             assert [item.name for item in page.items] == ["staging"] and got.name == "staging"
             # a write must wait for the lock: on a thread, so the loop goes on answering reads meanwhile
             waiting = asyncio.create_task(services.environments.update(env.id, {"description": "waited"}))
+            # so must an insert, of one row and of several (the scenario's steps), on that thread's driver
+            steps = [{"execCode": "log('one')"}, {"execCode": "log('two')"}]
+            inserting = asyncio.create_task(services.scenarios.create({"name": "locked", "steps": steps}))
             await asyncio.sleep(0.3)
-            assert not waiting.done()
+            assert not waiting.done() and not inserting.done()
             assert (await asyncio.wait_for(services.environments.get(env.id), 10)).description != "waited"
             assert writer.returncode is None  # still holding: the reads did not wait for it
         finally:
@@ -92,6 +95,9 @@ async def test_reads_answer_while_another_process_holds_the_write_lock(tmp_path:
         await asyncio.wait_for(waiting, 30)
         stored = await services.environments.get(env.id)
         assert (stored.name, stored.description) == ("staging", "waited")
+        created = await asyncio.wait_for(inserting, 30)
+        scenario = await services.scenarios.get(created.id)
+        assert [step.exec_code for step in scenario.steps] == ["log('one')", "log('two')"]
         await services.environments.update(env.id, {"description": "after the lock"})  # inline again
     finally:
         await store.close()

@@ -1,38 +1,66 @@
 """What a create sends to the database: one INSERT per table, its values as parameters, nothing deleted.
 
 A create is a quarter of the dashboard load (docs/deployment.md, "Performance under load"). Its rows
-go through INSERT statements built once per table, so SQLAlchemy neither builds nor keys a new
-statement per row, and a new scenario's steps and links are inserted without first deleting children
-it cannot have. Checked on SQLite and PostgreSQL by the statements the engine sends.
+go through INSERT statements built once per table (on SQLite sent to the driver straight), so
+SQLAlchemy neither builds nor keys a new statement per row, and a new scenario's steps and links are
+inserted without first deleting children it cannot have. Checked on SQLite and PostgreSQL by the
+statements the database receives.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from sqlalchemy import event
 
+from scenariokit.domain.errors import Conflict
+from scenariokit.domain.model import Environment, Scenario, Step
+from scenariokit.formats.queries import EnvironmentQuery, ScenarioQuery
 from scenariokit.storage.sqlalchemy import SqlStore
 
 
 @contextmanager
 def sent(store: SqlStore) -> Iterator[list[tuple[str, Any]]]:
-    """The statements (SQL text, parameters) every engine of ``store`` sends while the block runs."""
+    """The statements (SQL text, parameters) the database receives while the block runs.
+
+    PostgreSQL: what SQLAlchemy sends. SQLite: what SQLite itself runs, as its trace callback sees it
+    (the repositories' INSERTs go to the driver straight, past SQLAlchemy's events); no parameters.
+    """
     seen: list[tuple[str, Any]] = []
     engines = {store.engine, store.read_engine, store.write_engine} - {None}
+    traced: list[Any] = []
 
     def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
         seen.append((" ".join(statement.split()), parameters))
 
+    def trace(dbapi_connection: Any, *_: Any) -> None:
+        connection = dbapi_connection.driver_connection._conn  # aiosqlite's sqlite3 connection
+        connection.set_trace_callback(lambda statement: seen.append((" ".join(statement.split()), None)))
+        traced.append(connection)
+
+    event_name, listener = (
+        ("checkout", trace) if store.dialect == "sqlite" else ("before_cursor_execute", record)
+    )
     for engine in engines:
-        event.listen(engine.sync_engine, "before_cursor_execute", record)  # type: ignore[union-attr]
+        event.listen(engine.sync_engine, event_name, listener)  # type: ignore[union-attr]
     try:
         yield seen
     finally:
         for engine in engines:
-            event.remove(engine.sync_engine, "before_cursor_execute", record)  # type: ignore[union-attr]
+            event.remove(engine.sync_engine, event_name, listener)  # type: ignore[union-attr]
+        for connection in traced:
+            connection.set_trace_callback(None)
+
+
+def inserted(statements: list[str]) -> list[str]:
+    """The tables the statements insert into, in the order the SQL names them (``WITH`` clauses first)."""
+    return [table for sql in statements for table in re.findall(r"INSERT INTO (\w+)", sql)]
 
 
 async def test_creating_a_scenario_inserts_each_table_once_and_deletes_nothing(
@@ -46,16 +74,99 @@ async def test_creating_a_scenario_inserts_each_table_once_and_deletes_nothing(
     }
     with sent(store) as statements:
         created = await services.scenarios.create(body)
-    writes = [sql.split(" (")[0] for sql, _ in statements if sql.startswith(("INSERT", "UPDATE", "DELETE"))]
-    assert writes == [
-        "INSERT INTO scenarios",
-        "INSERT INTO steps",
-        "INSERT INTO scenario_credentials",
-        "INSERT INTO revision_fields",  # revision 1: its fields, its step bodies, its row
-        "INSERT INTO revision_steps",
-        "INSERT INTO scenario_revisions",
-        "INSERT INTO audit_log",
+    writes = [sql for sql, _ in statements if re.match(r"(WITH|INSERT|UPDATE|DELETE)\b", sql)]
+    assert not any(re.search(r"\b(UPDATE|DELETE)\b", sql) for sql in writes)
+    # one INSERT per table: SQLite traces a statement run for several rows once per row
+    assert [table for table, _ in itertools.groupby(inserted(writes))] == [
+        "scenarios",
+        "steps",
+        "scenario_credentials",
+        "revision_fields",  # revision 1: its fields, its step bodies, its row
+        "revision_steps",
+        "scenario_revisions",
+        "audit_log",
     ]
+    if store.dialect == "postgresql":
+        # three round trips, besides BEGIN and COMMIT: the rows that answer nothing go with the next
+        # statement, the scenario's with its revision's fields, the revision's row with the audit entry
+        assert [inserted([sql]) for sql in writes] == [
+            ["scenarios", "steps", "scenario_credentials", "revision_fields"],
+            ["revision_steps"],
+            ["scenario_revisions", "audit_log"],
+        ]
     read = await services.scenarios.get(created.id)
     assert [step.exec_code for step in read.steps] == ["a = 1", "b = 2"]
     assert [link.alias for link in read.credentials] == ["login"]
+
+
+async def test_a_new_scenario_s_first_revision_looks_nothing_up(services: Any, store: SqlStore) -> None:
+    await services.scenarios.create({"name": "warm"})  # the keys are checked at the first write
+    body = {"name": "new", "steps": [{"execCode": "a = 1"}, {"execCode": "b = 2"}]}
+    with sent(store) as statements:
+        created = await services.scenarios.create(body)
+    # revision 1: nothing of a new scenario is stored, so its fields and step bodies are not looked for
+    assert [sql for sql, _ in statements if sql.startswith("SELECT")] == []
+    revision = await services.revisions.get(created.id, 1)
+    assert [step.exec_code for step in revision.content.steps] == ["a = 1", "b = 2"]
+
+
+async def test_a_later_revision_reuses_the_bodies_and_fields_it_finds(services: Any, store: SqlStore) -> None:
+    created = await services.scenarios.create({"name": "s", "steps": [{"execCode": "a = 1"}]})
+    await services.scenarios.update(created.id, {"name": "renamed"})
+    with sent(store) as statements:
+        await services.scenarios.update(created.id, {"name": "s"})  # back to revision 1's fields and step
+    tables = inserted([sql for sql, _ in statements])
+    assert "revision_fields" not in tables and "revision_steps" not in tables
+    assert "scenario_revisions" in tables
+    revision = await services.revisions.get(created.id, 3)
+    assert revision.content.name == "s" and [step.exec_code for step in revision.content.steps] == ["a = 1"]
+
+
+async def test_a_row_inserted_after_a_commit_goes_with_the_next_transaction(store: SqlStore) -> None:
+    async with store.unit_of_work() as uow:
+        await uow.environments.add(Environment(name="kept"))
+        await uow.commit()
+        await uow.environments.add(Environment(name="dropped"))  # left without a commit: rolled back
+    async with store.unit_of_work(readonly=True) as uow:
+        page = await uow.environments.list(EnvironmentQuery.from_params({}))
+    assert [environment.name for environment in page.items] == ["kept"]
+
+
+async def test_a_unit_of_work_reads_the_rows_it_has_just_inserted(store: SqlStore) -> None:
+    # On PostgreSQL the rows wait for the next statement: every read of the unit of work is one.
+    scenario = Scenario(name="fresh", steps=(Step(exec_code="a = 1"), Step(exec_code="b = 2")))
+    async with store.unit_of_work() as uow:
+        await uow.environments.add(Environment(name="env"))
+        await uow.scenarios.add(scenario)
+        listed = await uow.environments.list(EnvironmentQuery.from_params({}))  # through SQLAlchemy
+        page = await uow.scenarios.list_records(ScenarioQuery.from_params({}))  # through the driver
+        got = await uow.scenarios.get(scenario.id)
+        await uow.commit()
+    assert [environment.name for environment in listed.items] == ["env"]
+    assert [(item.name, len(item.steps)) for item in page.items] == [("fresh", 2)]
+    assert got is not None and [step.exec_code for step in got.steps] == ["a = 1", "b = 2"]
+
+
+async def test_held_rows_that_break_a_constraint_are_refused_at_the_commit_and_nothing_is_kept(
+    store: SqlStore,
+) -> None:
+    async with store.unit_of_work() as uow:
+        await uow.environments.add(Environment(name="kept"))
+        await uow.commit()
+    with pytest.raises(Conflict):
+        async with store.unit_of_work() as uow:
+            await uow.environments.add(Environment(name="gone with the rest"))
+            orphan = Scenario(name="orphan", environment_id=uuid.uuid4())  # no such environment
+            await uow.scenarios.add(orphan)
+            await uow.commit()
+    async with store.unit_of_work(readonly=True) as uow:
+        environments = await uow.environments.list(EnvironmentQuery.from_params({}))
+        scenarios = await uow.scenarios.list_records(ScenarioQuery.from_params({}))
+    assert [environment.name for environment in environments.items] == ["kept"]
+    assert scenarios.total == 0
+    async with store.unit_of_work() as uow:  # the connection went back clean: nothing held is sent later
+        await uow.environments.add(Environment(name="next"))
+        await uow.commit()
+    async with store.unit_of_work(readonly=True) as uow:
+        names = {e.name for e in (await uow.environments.list(EnvironmentQuery.from_params({}))).items}
+    assert names == {"kept", "next"}

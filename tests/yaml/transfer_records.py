@@ -44,7 +44,7 @@ async def populate(services: Services) -> FixtureSet:
                 "timezoneId": "Europe/Berlin",
                 "geolocation": {"latitude": 52.52, "longitude": 13, "accuracy": 0.5},
                 "permissions": ["geolocation"],
-                "extraHTTPHeaders": {"X-Check": "yes: it's \"quoted\"", "X-Empty": ""},
+                "extraHTTPHeaders": {"X-Check": 'yes: it\'s "quoted"', "X-Empty": ""},
                 "ignoreHTTPSErrors": True,
                 "offline": False,
                 "blockUrls": ["**/*.{png,jpg}", "https://*.tracker.example/**"],

@@ -47,6 +47,12 @@ class HookRelay:
     def __init__(self, manager: pluggy.PluginManager) -> None:
         self._hook = manager.hook
 
+    @property
+    def run_finished_heard(self) -> bool:
+        """Whether any plugin implements ``scenariokit_run_finished``: when none does, what only the
+        hook needs (the run's scenario, its streak) is not read at all."""
+        return bool(self._hook.scenariokit_run_finished.get_hookimpls())
+
     def run_started(self, *, run: Run, scenario: Scenario) -> None:
         """Fire ``scenariokit_run_started`` for a run a worker has claimed (its lease is stored)."""
         try:

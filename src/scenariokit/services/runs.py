@@ -307,7 +307,8 @@ class RunService(ServiceBase):
     # --- workers' side -------------------------------------------------------------------------
 
     async def claim(self, owner: str) -> tuple[Run, RunJob] | None:
-        """Take the oldest queued run for ``owner`` with a lease, and resolve what executing it needs.
+        """Take the oldest queued run for ``owner`` with a lease (its log says ``claimed by <owner>``),
+        and resolve what executing it needs.
 
         A run that cannot be started (its scenario or environment was deleted, a linked credential
         cannot be decrypted) is finished at once as ``fail`` saying why, and the next run is taken:
@@ -320,6 +321,9 @@ class RunService(ServiceBase):
                 run = await uow.runs.claim_next(owner, now, expires)
                 if run is None:
                     return None
+                # the run's first log line, with the claim: no write of its own
+                claimed = RunLogEntry(run_id=run.id, level="debug", message=f"claimed by {owner}")
+                await uow.runs.append_logs([claimed])
                 await uow.commit()
             try:
                 job, scenario = await self._job_of(run)
@@ -428,14 +432,25 @@ class RunService(ServiceBase):
             await uow.runs.append_logs(entries)
             await uow.commit()
 
-    async def record_step(self, run_id: uuid.UUID, result: StepResult) -> None:
-        """Store one finished step's result while the run goes on, so readers see progress."""
+    async def record_progress(
+        self,
+        run_id: uuid.UUID,
+        entries: Sequence[RunLogEntry],
+        step_results: Sequence[StepResult] | None = None,
+    ) -> None:
+        """Write a running run's new log lines and, when given, its step results so far: one transaction.
+
+        What the scheduler writes while a run executes, so readers see its progress; the step results
+        replace the stored ones (the current attempt's, in order) without reading the run first, and
+        only while it is in progress. Nothing to write: no transaction at all.
+        """
+        if not entries and step_results is None:
+            return
         async with self.ctx.uow() as uow:
-            run = await uow.runs.get(run_id)
-            if run is None or run.finished:
-                return
-            results = (*(r for r in run.step_results if r.step_id != result.step_id), result)
-            await uow.runs.update(attrs.evolve(run, step_results=results))
+            if entries:
+                await uow.runs.append_logs(entries)
+            if step_results is not None:
+                await uow.runs.set_step_results(run_id, step_results)
             await uow.commit()
 
     async def record_attempt(self, run_id: uuid.UUID, attempt: RunAttempt) -> None:
@@ -459,15 +474,24 @@ class RunService(ServiceBase):
         session: SessionSaved | None = None,
         timings: RunTimings | None = None,
         earlier: Sequence[RunAttempt] = (),
+        logs: Sequence[RunLogEntry] = (),
     ) -> Run | None:
-        """Store a run's outcome, its timings and the session it saved, in one transaction.
+        """Store a run's outcome, its timings, the session it saved and its last log lines, in one
+        transaction.
 
         ``earlier`` holds the failed attempts before the one that gave ``outcome`` (a scenario's
         retries): the run then keeps every attempt, this last one too, and says whether it was flaky.
+        ``logs`` are written with the outcome (also when the run had finished meanwhile: a line is
+        never lost). The ``run_finished`` hook's streak is read in the same transaction, after the
+        outcome, and neither it nor the scenario is read when no plugin implements the hook.
         """
+        heard = self.ctx.hooks.run_finished_heard
         async with self.ctx.uow() as uow:
+            if logs:
+                await uow.runs.append_logs(logs)
             run = await uow.runs.get(run_id)
             if run is None or run.finished:
+                await uow.commit()
                 return run
             session_id = None
             if session is not None:
@@ -505,13 +529,28 @@ class RunService(ServiceBase):
                 timings=timings,
             )
             await uow.runs.update(run)
+            scenario = streak = None
+            if heard:
+                scenario = await uow.scenarios.get(run.scenario_id)
+                streak = streak_of(await uow.runs.recent_statuses(run, STREAK_WINDOW + 1))
             await uow.commit()
-            scenario = await uow.scenarios.get(run.scenario_id)
-        await self._notify_finished(run, scenario)
+        if scenario is not None and streak is not None:
+            self.ctx.hooks.run_finished(run=run, scenario=scenario, streak=streak)
         return run
 
-    async def record_browser_close(self, run_id: uuid.UUID, milliseconds: int) -> None:
-        """Add the close of a finished run's browser to its timings (it closes after the outcome)."""
+    async def record_browser_close(
+        self, run_id: uuid.UUID, milliseconds: int, *, stored: RunTimings | None = None
+    ) -> None:
+        """Add the close of a finished run's browser to its timings (it closes after the outcome).
+
+        ``stored``: the timings the caller stored with the outcome; they are written back with the
+        close in one statement, without reading the run.
+        """
+        if stored is not None:
+            async with self.ctx.uow() as uow:
+                await uow.runs.set_timings(run_id, attrs.evolve(stored, browser_close_ms=milliseconds))
+                await uow.commit()
+            return
         async with self.ctx.uow() as uow:
             run = await uow.runs.get(run_id)
             if run is None or run.timings is None:
@@ -628,7 +667,7 @@ class RunService(ServiceBase):
         store, so a plugin alerting on a change of state (pass to fail, fail to pass) alerts once
         whichever process finished the run.
         """
-        if scenario is None:
+        if scenario is None or not self.ctx.hooks.run_finished_heard:
             return
         try:
             async with self.ctx.uow(readonly=True) as uow:

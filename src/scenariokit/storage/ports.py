@@ -24,9 +24,11 @@ from scenariokit.domain.model import (
     RunLogEntry,
     RunStats,
     RunStatus,
+    RunTimings,
     Scenario,
     Session,
     Snippet,
+    StepResult,
 )
 from scenariokit.domain.revisions import Revision, RevisionInfo
 from scenariokit.domain.schedule import Schedule
@@ -181,6 +183,16 @@ class RunRepository(Repository[Run, RunQuery]):
         """
 
     @abc.abstractmethod
+    async def set_step_results(self, run_id: uuid.UUID, results: Sequence[StepResult]) -> bool:
+        """Store the step results of a run in progress, as they are so far (one statement, no read);
+        False when the run is not in progress."""
+
+    @abc.abstractmethod
+    async def set_timings(self, run_id: uuid.UUID, timings: RunTimings) -> bool:
+        """Replace a finished run's timings (its browser closed after its outcome was stored), one
+        statement, no read; False when the run has not finished."""
+
+    @abc.abstractmethod
     async def renew_lease(self, run_id: uuid.UUID, owner: str, expires_at: datetime) -> bool:
         """Extend the lease ``owner`` holds on a run; False when it no longer holds it."""
 
@@ -333,10 +345,39 @@ class UnitOfWork(abc.ABC):
         """Undo whatever was not committed."""
 
 
+@attrs.define
+class StoreActivity:
+    """What a store was asked to do, counted as it happens (``bench/cpu.py`` prints it per run).
+
+    Plain integer counts, bumped as each unit of work begins and commits: cheap enough to be on always.
+    """
+
+    #: units of work that may write (each a transaction: on SQLite, ``BEGIN IMMEDIATE``)
+    writes: int = 0
+    #: reading units of work
+    reads: int = 0
+    #: commits of writing units of work
+    commits: int = 0
+
+    def snapshot(self) -> StoreActivity:
+        """A copy of the counts now, to subtract later ones from."""
+        return attrs.evolve(self)
+
+    def since(self, earlier: StoreActivity) -> StoreActivity:
+        """The counts from ``earlier`` to now."""
+        return StoreActivity(
+            writes=self.writes - earlier.writes,
+            reads=self.reads - earlier.reads,
+            commits=self.commits - earlier.commits,
+        )
+
+
 class Store(abc.ABC):
     """A storage backend: hands out units of work and owns the connection pool."""
 
     url: str
+    #: the units of work it handed out and the commits made, so far
+    activity: StoreActivity
 
     @abc.abstractmethod
     def unit_of_work(self) -> UnitOfWork:

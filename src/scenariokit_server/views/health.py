@@ -126,7 +126,8 @@ async def health_report(app: web.Application) -> dict[str, Any]:
     and whether the server drains."""
     database = "ok"
     try:
-        await asyncio.wait_for(keys.app_services(app).store.ping(), PING_TIMEOUT_SECONDS)
+        async with asyncio.timeout(PING_TIMEOUT_SECONDS):
+            await keys.app_services(app).store.ping()
     except Exception as exc:  # any failure to answer is "unreachable"; the reason goes to the log
         log.warning("health: the database does not answer: %s: %s", type(exc).__name__, exc)
         database = "unreachable"

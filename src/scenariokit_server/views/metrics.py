@@ -31,7 +31,8 @@ async def metrics(request: web.Request) -> web.Response:
     """Every series of this application, the store's read now."""
     readout = None
     try:
-        readout = await asyncio.wait_for(keys.services(request).operations.readout(), READOUT_TIMEOUT_SECONDS)
+        async with asyncio.timeout(READOUT_TIMEOUT_SECONDS):
+            readout = await keys.services(request).operations.readout()
     except Exception as exc:  # the scrape still answers: store_up says what went wrong
         log.warning("metrics: the store does not answer: %s: %s", type(exc).__name__, exc)
     body = request.app[keys.METRICS].exposition(

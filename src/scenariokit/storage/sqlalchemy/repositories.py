@@ -29,11 +29,13 @@ from scenariokit.domain.model import (
     RunLogEntry,
     RunStats,
     RunStatus,
+    RunTimings,
     Scenario,
     Session,
     SessionStatus,
     Snippet,
     Step,
+    StepResult,
 )
 from scenariokit.domain.revisions import (
     Revision,
@@ -63,6 +65,7 @@ from scenariokit.storage import ports
 from scenariokit.storage.secrets import SecretBox
 
 from . import tables as t
+from .inserts import insert_rows
 from .listing import ORDER_COLUMNS, scenario_page
 from .rows import DOCUMENTS, Encrypted, RowMap
 
@@ -71,15 +74,17 @@ Q = TypeVar("Q", bound=ListQuery)
 
 
 @functools.cache
-def _insert(table: sa.Table) -> sa.Insert:
-    """The INSERT of a table, its values given as parameters (the columns a row names)."""
-    return sa.insert(table)
-
-
-@functools.cache
 def _update(table: sa.Table) -> sa.Update:
     """The UPDATE of one row by its id (parameter ``row_id``), the columns to set given as parameters."""
     return sa.update(table).where(table.c.id == sa.bindparam("row_id"))
+
+
+@functools.cache
+def _by_id(table: sa.Table, *, lock: bool = False) -> sa.Select[Any]:
+    """The SELECT of one row by its id (parameter ``ident_``), ``FOR UPDATE`` with ``lock``: built once,
+    as INSERTs are (:func:`.inserts.insert_statement`): the statement and its cache key are made once."""
+    stmt = sa.select(table).where(table.c.id == sa.bindparam("ident_"))
+    return stmt.with_for_update() if lock else stmt
 
 
 def _like(text: str) -> str:
@@ -123,11 +128,9 @@ class _TableRepository(Generic[T, Q]):
         ]
 
     async def get(self, ident: uuid.UUID, *, lock: bool = False) -> T | None:
-        stmt = sa.select(self.table).where(self.table.c.id == ident)
-        if lock and self.conn.dialect.name == "postgresql":
-            # SQLite needs no row lock: a writing unit of work holds the database lock from BEGIN IMMEDIATE.
-            stmt = stmt.with_for_update()
-        rows = (await self.conn.execute(stmt)).all()
+        # SQLite needs no row lock: a writing unit of work holds the database lock from BEGIN IMMEDIATE.
+        stmt = _by_id(self.table, lock=lock and self.conn.dialect.name == "postgresql")
+        rows = (await self.conn.execute(stmt, {"ident_": ident})).all()
         loaded = await self._load(rows)
         return loaded[0] if loaded else None
 
@@ -172,11 +175,13 @@ class _TableRepository(Generic[T, Q]):
     async def add(self, item: T) -> None:
         # The row as parameters of a statement built once: ``insert().values(row)`` is a new statement per
         # call, whose cache key SQLAlchemy works out from every value (most of what a create cost).
-        await self.conn.execute(_insert(self.table), self.to_row(item))
+        await insert_rows(self.conn, self.table, [self.to_row(item)])
 
     async def update(self, item: T) -> None:
         row = self.to_row(item)
-        await self.conn.execute(_update(self.table), {**row, "row_id": row["id"]})  # built once, as _insert
+        await self.conn.execute(
+            _update(self.table), {**row, "row_id": row["id"]}
+        )  # built once, as INSERTs are
 
     async def delete(self, ident: uuid.UUID) -> bool:
         result = await self.conn.execute(sa.delete(self.table).where(self.table.c.id == ident))
@@ -299,19 +304,19 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
         await self._insert_children(item)
 
     async def _insert_children(self, item: Scenario) -> None:
-        if item.steps:
-            await self.conn.execute(
-                _insert(t.steps),
-                [{**_STEP_ROWS.to_row(step, self.box), "scenario_id": item.id} for step in item.steps],
-            )
-        if item.credentials:
-            await self.conn.execute(
-                _insert(t.scenario_credentials),
-                [
-                    {**_LINK_ROWS.to_row(link, self.box), "scenario_id": item.id, "position": i}
-                    for i, link in enumerate(item.credentials)
-                ],
-            )
+        await insert_rows(
+            self.conn,
+            t.steps,
+            [{**_STEP_ROWS.to_row(step, self.box), "scenario_id": item.id} for step in item.steps],
+        )
+        await insert_rows(
+            self.conn,
+            t.scenario_credentials,
+            [
+                {**_LINK_ROWS.to_row(link, self.box), "scenario_id": item.id, "position": i}
+                for i, link in enumerate(item.credentials)
+            ],
+        )
 
     async def add(self, item: Scenario) -> None:
         await super().add(item)
@@ -354,6 +359,56 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
 
 
 _LOG_ROWS = RowMap(RunLogEntry, t.run_logs)
+
+
+@functools.cache
+def _claim_statement(skip_locked: bool) -> sa.Update:
+    """The claim of the oldest unclaimed run, returning its row; built once per dialect's way to pick."""
+    runs = t.runs
+    pick = (
+        sa.select(runs.c.id)
+        .where(runs.c.status == RunStatus.IN_PROGRESS.value, runs.c.lease_owner.is_(None))
+        .order_by(runs.c.created_at, runs.c.id)
+        .limit(1)
+    )
+    if skip_locked:
+        pick = pick.with_for_update(skip_locked=True)
+    return (
+        sa.update(runs)
+        .where(runs.c.id == pick.scalar_subquery(), runs.c.lease_owner.is_(None))
+        .values(
+            lease_owner=sa.bindparam("owner_"),
+            lease_expires_at=sa.bindparam("expires_", type_=t.UTCDateTime()),
+            started_at=sa.func.coalesce(runs.c.started_at, sa.bindparam("now_", type_=t.UTCDateTime())),
+        )
+        .returning(*runs.c)
+    )
+
+
+#: what the scheduler asks of its runs every few moments, built once (their values are parameters)
+_RENEW_LEASE = (
+    sa.update(t.runs)
+    .where(
+        t.runs.c.id == sa.bindparam("row_id"),
+        t.runs.c.lease_owner == sa.bindparam("owner_"),
+        t.runs.c.status == RunStatus.IN_PROGRESS.value,
+    )
+    .values(lease_expires_at=sa.bindparam("expires_", type_=t.UTCDateTime()))
+)
+_CANCEL_REQUESTED = sa.select(t.runs.c.id).where(
+    t.runs.c.id.in_(sa.bindparam("ids", expanding=True)), t.runs.c.cancel_requested
+)
+#: a run's step results while it is in progress, a finished run's timings: statements built once
+_SET_IF_IN_PROGRESS = (
+    sa.update(t.runs)
+    .where(t.runs.c.id == sa.bindparam("row_id"), t.runs.c.status == sa.bindparam("in_progress"))
+    .values(step_results=sa.bindparam("step_results"))
+)
+_SET_TIMINGS = (
+    sa.update(t.runs)
+    .where(t.runs.c.id == sa.bindparam("row_id"), t.runs.c.status != sa.bindparam("in_progress"))
+    .values(timings=sa.bindparam("timings"))
+)
 
 
 class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
@@ -401,41 +456,27 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         await self.conn.execute(_update(self.table), {**values, "row_id": item.id})
 
     async def claim_next(self, owner: str, now: datetime, expires_at: datetime) -> Run | None:
-        runs = self.table
-        pick = (
-            sa.select(runs.c.id)
-            .where(runs.c.status == RunStatus.IN_PROGRESS.value, runs.c.lease_owner.is_(None))
-            .order_by(runs.c.created_at, runs.c.id)
-            .limit(1)
-        )
-        if self.conn.dialect.name == "postgresql":
-            pick = pick.with_for_update(skip_locked=True)
-        stmt = (
-            sa.update(runs)
-            .where(runs.c.id == pick.scalar_subquery(), runs.c.lease_owner.is_(None))
-            .values(
-                lease_owner=owner,
-                lease_expires_at=expires_at,
-                started_at=sa.func.coalesce(
-                    runs.c.started_at, sa.bindparam("now_", now, type_=t.UTCDateTime())
-                ),
-            )
-            .returning(runs.c.id)
-        )
-        claimed = (await self.conn.execute(stmt)).scalar_one_or_none()
-        return await self.get(claimed) if claimed is not None else None
+        stmt = _claim_statement(self.conn.dialect.name == "postgresql")
+        parameters = {"owner_": owner, "expires_": expires_at, "now_": now}
+        # the claimed row itself comes back (RETURNING, on SQLite and PostgreSQL alike): no second read
+        claimed = (await self.conn.execute(stmt, parameters)).first()
+        return self.from_row(claimed) if claimed is not None else None
 
-    async def renew_lease(self, run_id: uuid.UUID, owner: str, expires_at: datetime) -> bool:
+    async def set_step_results(self, run_id: uuid.UUID, results: Sequence[StepResult]) -> bool:
+        values = self.row_map.some_columns(self.box, step_results=tuple(results))
         result = await self.conn.execute(
-            sa.update(self.table)
-            .where(
-                self.table.c.id == run_id,
-                self.table.c.lease_owner == owner,
-                self.table.c.status == RunStatus.IN_PROGRESS.value,
-            )
-            .values(lease_expires_at=expires_at)
+            _SET_IF_IN_PROGRESS, {**values, "row_id": run_id, "in_progress": RunStatus.IN_PROGRESS.value}
         )
         return bool(result.rowcount)
+
+    async def set_timings(self, run_id: uuid.UUID, timings: RunTimings) -> bool:
+        values = self.row_map.some_columns(self.box, timings=timings)
+        parameters = {**values, "row_id": run_id, "in_progress": RunStatus.IN_PROGRESS.value}
+        return bool((await self.conn.execute(_SET_TIMINGS, parameters)).rowcount)
+
+    async def renew_lease(self, run_id: uuid.UUID, owner: str, expires_at: datetime) -> bool:
+        parameters = {"row_id": run_id, "owner_": owner, "expires_": expires_at}
+        return bool((await self.conn.execute(_RENEW_LEASE, parameters)).rowcount)
 
     async def release_lease(self, run_id: uuid.UUID, owner: str) -> bool:
         result = await self.conn.execute(
@@ -534,20 +575,13 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
     async def cancel_requested(self, run_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         if not run_ids:
             return set()
-        rows = await self.conn.execute(
-            sa.select(self.table.c.id).where(
-                self.table.c.id.in_(list(run_ids)), self.table.c.cancel_requested
-            )
-        )
+        rows = await self.conn.execute(_CANCEL_REQUESTED, {"ids": list(run_ids)})
         return set(rows.scalars())
 
     async def append_logs(self, entries: Sequence[RunLogEntry]) -> None:
         if not entries:
             return
-        await self.conn.execute(
-            sa.insert(t.run_logs),
-            [_LOG_ROWS.to_row(entry, self.box) for entry in entries],
-        )
+        await insert_rows(self.conn, t.run_logs, [_LOG_ROWS.to_row(entry, self.box) for entry in entries])
 
     async def list_logs(self, run_id: uuid.UUID, query: LogQuery) -> Page[RunLogEntry]:
         logs = t.run_logs
@@ -697,6 +731,10 @@ _REVISION_OF = (
         t.scenario_revisions.c.number == sa.bindparam("number_"),
     )
 )
+_FIELDS_SEQ_OF = sa.select(t.revision_fields.c.seq).where(
+    t.revision_fields.c.scenario_id == sa.bindparam("scenario_id_"),
+    t.revision_fields.c.hash == sa.bindparam("hash_"),
+)
 _BODIES_OF = sa.select(t.revision_steps).where(
     t.revision_steps.c.seq.in_(sa.bindparam("seqs", expanding=True))
 )
@@ -709,12 +747,12 @@ class RevisionRepository(ports.RevisionRepository):
         self.conn = conn
         self.box = box
 
-    async def _body_seqs(self, scenario_id: uuid.UUID, steps: Sequence[Step]) -> list[int]:
-        """The ``seq`` of each step's body, storing the bodies not stored yet."""
+    async def _body_seqs(self, scenario_id: uuid.UUID, steps: Sequence[Step], *, first: bool) -> list[int]:
+        """The ``seq`` of each step's body, storing the bodies not stored yet (``first``: none is)."""
         bodies = t.revision_steps
         hashes = [step_hash(step) for step in steps]
         found: dict[str, int] = {}
-        wanted = list(dict.fromkeys(hashes))
+        wanted = [] if first else list(dict.fromkeys(hashes))
         for start in range(0, len(wanted), 500):  # bounded IN lists
             rows = await self.conn.execute(
                 sa.select(bodies.c.hash, bodies.c.seq).where(
@@ -727,39 +765,35 @@ class RevisionRepository(ports.RevisionRepository):
             for step, digest in zip(steps, hashes, strict=True)
             if digest not in found
         }
-        if missing:  # one INSERT for them all, each row answering its hash and seq
-            inserted = await self.conn.execute(
-                sa.insert(bodies).returning(bodies.c.hash, bodies.c.seq), list(missing.values())
-            )
-            found.update({row.hash: int(row.seq) for row in inserted})
+        # each inserted row answers its hash and seq
+        inserted = await insert_rows(self.conn, bodies, list(missing.values()), returning=("hash", "seq"))
+        found.update({digest: int(seq) for digest, seq in inserted})
         return [found[digest] for digest in hashes]
 
-    async def _fields_seq(self, scenario_id: uuid.UUID, content: ScenarioContent) -> int:
-        """The ``seq`` of the content's fields, storing them when not stored yet."""
-        documents = t.revision_fields
+    async def _fields_seq(self, scenario_id: uuid.UUID, content: ScenarioContent, *, first: bool) -> int:
+        """The ``seq`` of the content's fields, storing them when not stored yet (``first``: they are not)."""
         digest = fields_hash(content)
-        found = (
-            await self.conn.execute(
-                sa.select(documents.c.seq).where(
-                    documents.c.scenario_id == scenario_id, documents.c.hash == digest
-                )
-            )
-        ).scalar_one_or_none()
-        if found is not None:
-            return int(found)
+        if not first:
+            found = (
+                await self.conn.execute(_FIELDS_SEQ_OF, {"scenario_id_": scenario_id, "hash_": digest})
+            ).scalar_one_or_none()
+            if found is not None:
+                return int(found)
         row = {"scenario_id": scenario_id, "hash": digest, "fields": fields_document(content)}
-        return int(
-            (await self.conn.execute(sa.insert(documents).returning(documents.c.seq), row)).scalar_one()
-        )
+        [(seq,)] = await insert_rows(self.conn, t.revision_fields, [row], returning=("seq",))
+        return int(seq)
 
     async def add(self, revision: Revision) -> None:
         info = revision.info
+        # Revision 1 is a new scenario's first: nothing of that scenario is stored yet (its fields and
+        # bodies come and go with its revisions), so nothing is looked up before they are inserted.
+        first = info.number == 1
         row = {
             **_REVISION_ROWS.to_row(info, self.box),
-            "fields_seq": await self._fields_seq(info.scenario_id, revision.content),
-            "steps": await self._body_seqs(info.scenario_id, revision.content.steps),
+            "fields_seq": await self._fields_seq(info.scenario_id, revision.content, first=first),
+            "steps": await self._body_seqs(info.scenario_id, revision.content.steps, first=first),
         }
-        await self.conn.execute(_insert(t.scenario_revisions), row)
+        await insert_rows(self.conn, t.scenario_revisions, [row])
 
     async def get(self, scenario_id: uuid.UUID, number: int) -> Revision | None:
         row = (

@@ -37,6 +37,7 @@ from scenariokit.storage.secrets import (
 
 from . import repositories as r
 from . import tables as t
+from .inserts import hold_inserts_until_the_next_statement, send_held, write_conflict
 from .rows import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,13 @@ class InlineSqliteConnection(aiosqlite.Connection):
     def __await__(self) -> Generator[Any, None, aiosqlite.Connection]:
         return self._connect().__await__()  # no thread to start
 
+    async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a call at once (aiosqlite's own ``execute_fetchall``, ``executemany``, ``commit``…): what
+        its queue would do here, without the future and the partial each call made to go through it."""
+        if not self._running or not self._connection:
+            raise ValueError("Connection closed")
+        return fn(*args, **kwargs)
+
 
 #: How long an inline read may wait for a lock (only a WAL recovery holds one): it waits on the loop.
 READ_BUSY_TIMEOUT_MS = 250
@@ -129,8 +137,11 @@ READ_BUSY_TIMEOUT_MS = 250
 CHECKPOINT_EVERY_WRITES = 500
 
 
-def _make_engine(async_url: str, schema: str | None, *, inline: str | None = None) -> AsyncEngine:
-    """The engine of a store; ``inline`` (``"read"``, ``"write"``): a SQLite file's inline connections."""
+def _make_engine(
+    async_url: str, schema: str | None, *, inline: str | None = None, reading: bool = False
+) -> AsyncEngine:
+    """The engine of a store; ``inline`` (``"read"``, ``"write"``): a SQLite file's inline connections;
+    ``reading``: PostgreSQL's connections of reading units of work (autocommit)."""
     if async_url.startswith("sqlite"):
         memory = sqlite_path(async_url) is None
         # A file: a small pool, so reads (WAL: never blocked by the writer) run beside the one writer.
@@ -155,6 +166,8 @@ def _make_engine(async_url: str, schema: str | None, *, inline: str | None = Non
             async_url,
             **_JSON_CODEC,
             connect_args={"check_same_thread": False, "timeout": 30},
+            # the inline read engine serves reading units of work only: none of its connections begins
+            execution_options={"sqlite_begin": READ_STATEMENTS} if inline == "read" else {},
             **pool,
             **extra,
         )
@@ -186,8 +199,19 @@ def _make_engine(async_url: str, schema: str | None, *, inline: str | None = Non
     connect_args: dict[str, Any] = {}
     if schema:
         connect_args["server_settings"] = {"search_path": schema}
-    engine = create_async_engine(async_url, pool_size=10, connect_args=connect_args, **_JSON_CODEC)
+    # Reads run outside a transaction on connections kept in autocommit: switching a pooled connection
+    # to it and back for each read cost more than the read's own statement, in CPU and round trips.
+    # Ten connections each, and no overflow: an overflow connection is closed as it comes back, so under
+    # a dashboard's 32 connections the pools started and ended hundreds of PostgreSQL backends a minute
+    # (a third of the database's CPU, and the slowest answers while each connected). A unit of work
+    # past the ten waits its turn for one instead.
+    kept: dict[str, Any] = {"pool_size": 10, "max_overflow": 0}
+    if reading:
+        kept["isolation_level"] = "AUTOCOMMIT"
+    engine = create_async_engine(async_url, connect_args=connect_args, **kept, **_JSON_CODEC)
     _ping_when_idle(engine)
+    if not reading:
+        hold_inserts_until_the_next_statement(engine)
     return engine
 
 
@@ -230,6 +254,11 @@ class SqlUnitOfWork(ports.UnitOfWork):
 
     async def __aenter__(self) -> Self:
         box = await self._store.secret_box()
+        activity = self._store.activity
+        if self._readonly:
+            activity.reads += 1
+        else:
+            activity.writes += 1
         if self._serial is not None:
             await self._serial.acquire()
         try:
@@ -273,9 +302,15 @@ class SqlUnitOfWork(ports.UnitOfWork):
             # aiosqlite's thread less; on PostgreSQL: BEGIN and ROLLBACK, two round trips less).
             if conn.dialect.name == "sqlite":
                 begin = READ_STATEMENTS if self._readonly else "IMMEDIATE"
-                conn = await conn.execution_options(sqlite_begin=begin)
+                given = conn.sync_connection.get_execution_options()  # type: ignore[union-attr]
+                if given.get("sqlite_begin") != begin:  # the inline read engine gives its own
+                    conn = await conn.execution_options(sqlite_begin=begin)
+                if self._readonly:
+                    # Nothing to send: SQLAlchemy's own bookkeeping begins with a first statement
+                    # through it, and a page read straight from the driver needs none.
+                    return conn
             elif self._readonly:
-                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                return conn  # the read engine's connections are in autocommit: nothing to begin
             await conn.begin()
         except BaseException:
             await conn.close()
@@ -303,9 +338,11 @@ class SqlUnitOfWork(ports.UnitOfWork):
         if self._conn is None:
             raise RuntimeError("commit() outside 'async with'")
         try:
+            await send_held(self._conn)  # (the commit's own event would send them too, but unmapped)
             await self._conn.commit()
         except sa.exc.IntegrityError as exc:
             raise _conflict(exc) from None
+        self._store.activity.commits += 1
         # A statement after the commit begins the next transaction itself (SQLAlchemy's autobegin, with
         # the same BEGIN): none is begun here only to be rolled back, holding SQLite's write lock.
 
@@ -320,9 +357,7 @@ def _locked(exc: sa.exc.OperationalError) -> bool:
 
 
 def _conflict(exc: sa.exc.IntegrityError) -> ScenarioKitError:
-    from scenariokit.domain.errors import Conflict
-
-    return Conflict(f"the write conflicts with stored data ({type(exc.orig).__name__})")
+    return write_conflict(exc.orig or exc)
 
 
 class SqlStore(ports.Store):
@@ -342,12 +377,18 @@ class SqlStore(ports.Store):
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.engine = _make_engine(async_url, self.schema)
-        #: reading units of work connect here: inline connections for a SQLite file, else the one engine
+        #: reading units of work connect here: inline connections for a SQLite file, autocommit ones for
+        #: PostgreSQL, else (an in-memory SQLite database) the one engine
         inline = self.dialect == "sqlite" and path is not None
-        self.read_engine = _make_engine(async_url, self.schema, inline="read") if inline else self.engine
+        self.read_engine = self.engine
+        if inline:
+            self.read_engine = _make_engine(async_url, self.schema, inline="read")
+        elif self.dialect == "postgresql":
+            self.read_engine = _make_engine(async_url, self.schema, reading=True)
         #: writing units of work try an inline connection first (SQLite file only)
         self.write_engine = _make_engine(async_url, self.schema, inline="write") if inline else None
         self._inline_writes = 0
+        self.activity = ports.StoreActivity()
         self._checkpoint: asyncio.Task[None] | None = None
         self._secret_key = secret_key
         self._box: SecretBox | None = None
