@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 from collections.abc import AsyncIterator
 from typing import Protocol
@@ -17,6 +18,8 @@ from scenariokit.runner.parent.schedule_clock import ScheduleClock
 from scenariokit.runner.parent.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
 from scenariokit.storage.opening import open_store
+
+log = logging.getLogger(__name__)
 
 
 class WiringSettings(Protocol):
@@ -74,9 +77,15 @@ class StopSignals:
         self.requested = asyncio.Event()
         self.urgent = asyncio.Event()
 
-    def received(self) -> None:
+    def received(self, signum: int = signal.SIGTERM) -> None:
         """A signal arrived."""
-        (self.urgent if self.requested.is_set() else self.requested).set()
+        name = signal.Signals(signum).name
+        if self.requested.is_set():
+            log.warning("%s again: stopping now", name)
+            self.urgent.set()
+        else:
+            log.info("%s: stopping in order (runs under way may finish); send it again to stop now", name)
+            self.requested.set()
 
 
 def stop_signals(*, interrupt: bool = True) -> StopSignals:
@@ -90,7 +99,7 @@ def stop_signals(*, interrupt: bool = True) -> StopSignals:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM) if interrupt else (signal.SIGTERM,):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, signals.received)
+            loop.add_signal_handler(sig, signals.received, sig)
     return signals
 
 

@@ -29,4 +29,3 @@ def test_each_command_help_shows_examples(
     assert shown.startswith(f"usage: scenariokit {command}")
     assert "examples:" in shown and example in shown
     assert "--database-url" in shown or command == "run"
-

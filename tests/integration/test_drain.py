@@ -231,7 +231,10 @@ async def test_a_second_sigterm_stops_at_once_and_hands_the_run_back(
     assert await wait_exit(server, 60) == 0, output_of(procs, 0)
 
     run = await stored_run(procs, run_id)
-    assert run.run.status.value == "in_progress" and run.run.started_at is None, "queued again"
+    told = "\n".join(f"{line.at:%H:%M:%S.%f} {line.message}" for line in run.logs.items)
+    assert run.run.status.value == "in_progress" and run.run.started_at is None, (
+        f"not queued again: {run.run.error}\nthe run's log:\n{told}\nthe server's:\n{output_of(procs, 0)}"
+    )
     assert run.run.error is None and run.run.step_results == ()
     handed = [line.message for line in run.logs.items if HANDED_BACK in line.message]
     assert len(handed) == 1 and "cut short" in handed[0]

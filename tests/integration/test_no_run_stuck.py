@@ -20,6 +20,7 @@ from cryptography.fernet import Fernet
 
 from json_services import json_services
 from scenariokit.domain.model import Run, RunErrorKind, RunStatus, StepStatus
+from scenariokit.runner.parent import scheduler as scheduler_module
 from scenariokit.runner.parent.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
 from scenariokit.storage import ports
@@ -226,3 +227,25 @@ async def test_the_heartbeat_leaves_a_run_that_just_finished_alone(
         assert [await uow.runs.lease(run_id) for run_id in run_ids] == [None, None]
         stored = [await uow.runs.get(run_id) for run_id in run_ids]
     assert [run.finished_at for run in stored if run] == [d.run.finished_at for d in done]
+
+
+async def test_timings_kept_for_a_browser_close_that_never_comes_are_dropped(
+    running: Scheduler, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run that saves its session keeps its worker (and browser) for the session: no close follows its
+    # outcome, so the timings kept for one would stay as long as the scheduler runs.
+    monkeypatch.setattr(scheduler_module, "STORED_TIMINGS_SECONDS", 0.0)
+    scenario_id, env_id = await _scenario(services)
+    queue = {"scenarioId": str(scenario_id), "environmentId": str(env_id)}
+    held = await services.runs.create({**queue, "saveSession": True})
+    assert (await services.runs.wait(held.id, 90)).run.status is RunStatus.PASS
+    assert held.id in running._stored_timings  # its browser lives on with the session
+    after = await services.runs.create(queue)
+    assert (await services.runs.wait(after.id, 90)).run.status is RunStatus.PASS
+    for _ in range(100):  # its close is recorded once the worker is stopped, just after the outcome
+        if after.id not in running._stored_timings:
+            break
+        await asyncio.sleep(0.05)
+    assert running._stored_timings == {}  # the held run's were dropped when the next run's were kept
+    timings = (await services.runs.get(held.id)).run.timings
+    assert timings is not None and timings.claim_ms is not None  # what was stored stays stored

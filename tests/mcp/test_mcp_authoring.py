@@ -57,8 +57,9 @@ async def test_an_agent_session_is_saved_as_a_scenario_of_the_code_that_ran_and_
         filled = await transcript.call(mcp, "authoring_exec", authoringId=session, code=FILL)
         assert filled["ok"], filled["error"]
         wrong = await transcript.call(mcp, "authoring_exec", authoringId=session, code=WRONG_CLICK)
-        assert (wrong["ok"], wrong["live"], wrong["error"]["kind"]) == (False, True, "error")
-        assert "Log on" in wrong["error"]["message"] and "(line 1)" in wrong["error"]["message"]
+        told = {key: wrong.get(key) for key in ("ok", "live", "error", "logs")}
+        assert (wrong["ok"], wrong["live"], wrong["error"]["kind"]) == (False, True, "error"), told
+        assert "Log on" in wrong["error"]["message"] and "(line 1)" in wrong["error"]["message"], told
         clicked = await transcript.call(mcp, "authoring_exec", authoringId=session, code=CLICK)
         assert clicked["ok"], clicked["error"]
         result = await mcp.call_tool(

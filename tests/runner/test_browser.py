@@ -201,7 +201,7 @@ def test_a_launcher_script_that_only_runs_the_browser_is_stepped_past(
     [
         ("#!/bin/sh", 'export CHROME_FLAGS=--lang=de\n{real} "$@"\n'),  # sets something first
         ("#!/bin/sh", '{real} --lang=de "$@"\n'),  # adds a flag
-        ("#!/bin/sh", '{real}\n'),  # drops the arguments
+        ("#!/bin/sh", "{real}\n"),  # drops the arguments
         ("#!/bin/sh", '{real} "$@"\n{real} "$@"\n'),  # runs it twice
         ("#!/bin/sh", '{real} "$@" > /dev/null\n'),  # redirects
         ("#!/bin/bash", '{real} "$@"\n'),  # another shell: its start-up files may do more

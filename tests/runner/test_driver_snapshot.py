@@ -6,6 +6,8 @@ the real Node shipped with Playwright and started the way a worker's Playwright 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import os
 import subprocess
@@ -256,6 +258,49 @@ await page.goto(helpers.env['loginUrl'])
 print('route', await page.text_content('body'))
 """
 
+#: step code that reports its browser's processes (the one whose profile is in the run's TMPDIR, and its
+#: children; they started with it, before the step) and the browser's one --enable-features switch
+BROWSER_PROCESSES = """
+import os
+parents, commands = {}, {}
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:  # both or neither: a process may end between the two reads
+        parent = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])
+        command = open(f'/proc/{pid}/cmdline', 'rb').read().replace(b'\\0', b' ').decode('utf-8', 'replace')
+    except OSError:
+        continue
+    parents[int(pid)], commands[int(pid)] = parent, command.split()
+profile = f"--user-data-dir={os.environ['TMPDIR']}/"
+(browser,) = [
+    pid for pid, args in commands.items()
+    if any(arg.startswith(profile) for arg in args) and not any(arg.startswith('--type=') for arg in args)
+]
+kinds = ['browser']
+for pid in sorted(pid for pid, parent in parents.items() if parent == browser):
+    typed = [arg.split('=')[1] for arg in commands[pid] if arg.startswith(('--type=', '--utility-sub-type='))]
+    kinds += typed[-1:]
+print('browser processes', sorted(set(kinds)))
+features = [arg for arg in commands[browser] if arg.startswith('--enable-features=')]
+print('features', len(features), sorted(features[-1].split('=', 1)[1].split(',')))
+"""
+
+
+def browser_runs_its_network_service_inside(events: list[RunEvent]) -> bool:
+    """What :data:`BROWSER_PROCESSES` printed: whether the network service ran in the browser process.
+
+    Either way the browser has a renderer and one --enable-features switch that holds Playwright's
+    own features.
+    """
+    (kinds,) = printed(events, "browser processes ")
+    assert "renderer" in kinds, kinds
+    (features,) = printed(events, "features ")
+    count, names = features.split(" ", 1)
+    assert count == "1" and "CDPScreenshotNewSurface" in names, features
+    inside = "NetworkServiceInProcess2" in names
+    assert ("network.mojom.NetworkService" in kinds) is not inside, (kinds, features)
+    return inside
+
+
 #: step code that reports how its worker's driver was started, then makes HTTP requests from it
 DRIVER_AND_HTTP = (
     """
@@ -272,6 +317,7 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
         environ = open(f'/proc/{pid}/environ', 'rb').read().split(b'\\0')
         print('tunables', [v for v in environ if v.startswith(b'GLIBC_TUNABLES=')])
 """
+    + BROWSER_PROCESSES
     + HTTP_FROM_THE_DRIVER
 )
 
@@ -305,6 +351,9 @@ async def _runs_until_started_from_snapshot(
         if printed(events, "snapshot ") == [str(expected)]:
             if expected:  # its large allocations on huge pages, as the snapshot was built
                 assert printed(events, "tunables ") == [f"[b'GLIBC_TUNABLES={DRIVER_TUNABLES}']"]
+            # from the snapshot, the browser's network service runs in its browser process; started
+            # the ordinary way, the driver launches it as Playwright does
+            assert browser_runs_its_network_service_inside(events) is expected
             return events
     raise AssertionError(f"no worker's driver was started {'from' if expected else 'without'} the snapshot")
 
@@ -407,3 +456,125 @@ async def test_a_pool_told_not_to_builds_no_snapshot(
         made = await pool.node_cache_made()
         assert made is None or made.snapshot is None
         await _runs_until_started_from_snapshot(pool, make_job, expected=False)
+
+
+# --- how its driver launches Chromium ------------------------------------------------------------------
+
+LAUNCH_FLAGS = Path(driver_snapshot.__file__).with_name("driver_launch_flags.js")
+
+
+def _node(script: str) -> str:
+    found = bundled_driver()
+    if found is None:
+        pytest.skip("this Playwright ships no Node.js of its own")
+    done = subprocess.run(
+        [str(found[0]), "-e", script, str(LAUNCH_FLAGS), str(found[1])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "merged"),
+    [
+        (["--a", "--enable-features=X,Y", "--b"], ["--a", "--enable-features=X,Y,N", "--b"]),
+        (["--enable-features=X", "--b", "--enable-features=Y,X"], ["--b", "--enable-features=X,Y,N"]),
+        (["--a"], ["--a", "--enable-features=N"]),
+        (["--enable-features=N,X"], ["--enable-features=N,X"]),
+    ],
+)
+def test_every_enable_features_switch_is_merged_into_one_that_holds_the_added_feature(
+    args: list[str], merged: list[str]
+) -> None:
+    # Chromium keeps only the last --enable-features: a second one would drop Playwright's own
+    printed = _node(
+        "const { withFeatures } = require(process.argv[1]);"
+        f"process.stdout.write(JSON.stringify(withFeatures({json.dumps(args)}, ['N'])))"
+    )
+    assert json.loads(printed) == merged
+
+
+def test_the_drivers_chromium_runs_its_network_service_in_process_and_keeps_playwrights_features() -> None:
+    printed = _node(
+        "const flags = require(process.argv[1]);"
+        "const core = require(require('path').join(process.argv[2], 'lib', 'coreBundle.js'));"
+        "const chromium = core.server.createPlaywright({ sdkLanguage: 'python' }).chromium;"
+        "const before = chromium._innerDefaultArgs({ headless: true, args: ['--enable-features=Mine'] });"
+        "const patched = flags.launchChromiumWith(core);"
+        "const after = chromium._innerDefaultArgs({ headless: true, args: ['--enable-features=Mine'] });"
+        "process.stdout.write(JSON.stringify({ patched, before, after, added: flags.IN_PROCESS_FEATURES }));"
+    )
+    answer = json.loads(printed)
+    assert answer["patched"] is True
+    switches = [arg for arg in answer["after"] if arg.startswith("--enable-features=")]
+    assert len(switches) == 1
+    names = switches[0].split("=", 1)[1].split(",")
+    enabled = [arg for arg in answer["before"] if arg.startswith("--enable-features=")]
+    playwrights = next(arg for arg in enabled if "Mine" not in arg)
+    assert {*playwrights.split("=", 1)[1].split(","), "Mine", *answer["added"]} == set(names)
+    assert [arg for arg in answer["after"] if not arg.startswith("--enable-features=")] == [
+        arg for arg in answer["before"] if not arg.startswith("--enable-features=")
+    ]
+
+
+def _enable_features(pid: int) -> list[str]:
+    """The ``--enable-features`` switches of a Chromium process (which writes its arguments as one string)."""
+    args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().split()
+    return [arg for arg in args if arg.startswith("--enable-features=")]
+
+
+@pytest.mark.browser
+async def test_a_browser_its_driver_launches_runs_no_network_service_process_and_pages_look_the_same(
+    tmp_path: Path, site: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One process fewer per run, and a page served over the network looks exactly as it does without."""
+    from playwright.async_api import async_playwright
+
+    if bundled_driver() is None:
+        pytest.skip("this Playwright ships no Node.js of its own")
+    folder = tmp_path / "snapshot"
+    monkeypatch.setenv(NODE_PATH_ENV, str(folder / LAUNCHER_NAME))
+    command = snapshot_builder(folder, dict(os.environ))  # built where this test's driver starts
+    assert command is not None
+    done = await asyncio.to_thread(
+        subprocess.run, command[0], env=command[1], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert seal_driver_snapshot(folder) == folder
+    page_html = (
+        "<body style='background:linear-gradient(90deg,#f00,#00f)'><h1>Hello</h1>"
+        "<canvas id=c width=120 height=60></canvas><script>const g=document.getElementById('c')"
+        ".getContext('2d');g.fillStyle='green';g.fillRect(10,10,50,30)</script></body>"
+    )
+    shots: list[bytes] = []
+    kinds: list[set[str]] = []
+    features: list[list[str]] = []
+    for from_snapshot in (True, False):
+        if not from_snapshot:
+            monkeypatch.delenv(NODE_PATH_ENV)
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(**discover_browser().launch_options())
+            try:
+                page = await browser.new_page()
+                await page.goto(f"{site}/login")
+                shots.append(await page.screenshot())
+                answer = await page.evaluate("fetch('/').then((r) => r.status)")
+                await page.set_content(page_html)
+                shots.append(await page.screenshot())
+                # the browser's own account of its processes, and its command line
+                session = await browser.new_browser_cdp_session()
+                processes = (await session.send("SystemInfo.getProcessInfo"))["processInfo"]
+                kinds.append({process["type"] for process in processes})
+                (main,) = [process["id"] for process in processes if process["type"] == "browser"]
+                features.append(_enable_features(main))
+                assert answer == 200
+            finally:
+                await browser.close()
+    assert kinds == [{"browser", "renderer"}, {"browser", "renderer", "network.mojom.NetworkService"}]
+    assert [len(switches) for switches in features] == [1, 1]  # Chromium would keep only the last
+    assert "NetworkServiceInProcess2" in features[0][0] and "CDPScreenshotNewSurface" in features[0][0]
+    assert features[0][0].replace(",NetworkServiceInProcess2", "") == features[1][0]
+    assert shots[:2] == shots[2:]

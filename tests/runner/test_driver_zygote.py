@@ -20,9 +20,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
-from test_driver_snapshot import HTTP_FROM_THE_DRIVER, printed, run_collecting
+from test_driver_snapshot import (
+    BROWSER_PROCESSES,
+    HTTP_FROM_THE_DRIVER,
+    browser_runs_its_network_service_inside,
+    printed,
+    run_collecting,
+)
 
-from process_checks import children
+from process_checks import children, skip_if_left_out
 from scenariokit.domain.job import RunJob
 from scenariokit.runner.confinement.driver_snapshot import NODE_PATH_ENV, bundled_driver, warm_up_options
 from scenariokit.runner.confinement.driver_zygote import (
@@ -432,6 +438,7 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
         continue
 print('launchers', launchers)
 """
+    + BROWSER_PROCESSES
     + HTTP_FROM_THE_DRIVER
 )
 
@@ -449,6 +456,7 @@ async def test_workers_get_drivers_forked_from_the_pools_zygote_and_they_speak_h
         pytest.skip("bubblewrap does not work here")
     async with WorkerPool(1, sandbox=marked_sandbox_with(mode=mode, driver_zygote=True)) as pool:
         made = await pool.node_cache_made()
+        skip_if_left_out(pool, "the Playwright driver zygote")
         assert made is not None and made.zygote is not None, "the pool started no driver zygote"
         assert pool.launch is not None and pool.launch.node_cache == made
         for _ in range(pool.size + 2):  # the spares started before the zygote was up
@@ -458,6 +466,7 @@ async def test_workers_get_drivers_forked_from_the_pools_zygote_and_they_speak_h
             assert printed(events, "route ") == ["fetched 200"]
             if printed(events, "forked ") == ["True"]:
                 assert printed(events, "launchers ") == ["0"]
+                assert browser_runs_its_network_service_inside(events)  # as the zygote's driver launches it
                 return
     raise AssertionError("no worker's driver was forked from the zygote")
 

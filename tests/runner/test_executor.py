@@ -322,6 +322,35 @@ async def test_cancel_stops_a_running_run_within_a_second(
     assert not await pool.cancel(job.run_id)
 
 
+async def test_a_run_abandoned_as_its_events_arrive_stops_at_once(
+    pool: WorkerPool, make_job: JobFactory
+) -> None:
+    """Cancelling the task that executes a run (a scheduler stopping) abandons the run, even when the
+    cancel comes just as the worker's events arrive: Python 3.11's ``wait_for`` returned the event
+    then and dropped the cancel, so the run went on to its time limit (a drain cut short did not)."""
+    job = make_job("import asyncio\nwhile True:\n    print('line')\n    await asyncio.sleep(0.001)",
+                   step_timeout=30)  # fmt: skip
+    loop = asyncio.get_running_loop()
+    lines = 0
+
+    async def on_event(event: RunEvent) -> None:
+        nonlocal lines
+        if isinstance(event, LogEvent):
+            lines += 1
+            if lines == 1:
+                await asyncio.sleep(0.3)  # lines pile up in the run's inbox meanwhile
+                loop.call_soon(execution.cancel)  # lands as the next line is taken from the inbox
+
+    execution = asyncio.ensure_future(pool.execute(job, on_event))
+    asked = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        async with asyncio.timeout(20):
+            await execution
+    assert time.monotonic() - asked < 15, "the run went on after it was abandoned"
+    assert lines >= 1
+    await pool.retired()  # its worker was killed
+
+
 async def test_cancel_of_a_queued_run_ends_it_before_any_step(
     full_pool: WorkerPool, make_job: JobFactory
 ) -> None:

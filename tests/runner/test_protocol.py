@@ -7,6 +7,7 @@ forges what step code could write to its channel and checks the pool refuses it 
 from __future__ import annotations
 
 import json
+import linecache
 import pickle
 import socket
 import uuid
@@ -52,6 +53,7 @@ from scenariokit.runner.protocol import (
     WorkerReady,
     decode_frame,
     encode_frame,
+    prepare_frames,
 )
 from scenariokit.runner.worker.browser import BrowserConfig
 
@@ -319,3 +321,17 @@ def test_a_frame_cut_short_is_the_end_of_the_channel(channels: tuple[Channel, Ch
 def test_only_frame_classes_are_sent() -> None:
     with pytest.raises(TypeError, match="not a frame"):
         encode_frame({"type": "WorkerReady", "pid": 1})
+
+
+def _generated() -> int:
+    """How many functions cattrs wrote so far (each is registered with linecache under its name)."""
+    return sum(1 for name in linecache.cache if name.startswith("<cattrs generated"))
+
+
+def test_after_prepare_frames_a_fork_reads_and_writes_every_frame_with_code_made_before() -> None:
+    # the zygote calls it before it forks: its workers write no converter code of their own
+    prepare_frames()
+    made = _generated()
+    for frame in [*COMMANDS, *REPORTS]:
+        assert decode_frame(encode_frame(frame), (type(frame),)) == frame
+    assert _generated() == made

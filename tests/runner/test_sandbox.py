@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -299,11 +301,61 @@ def test_where_run_cannot_hold_the_locks_they_go_to_tmp(
 def test_removing_a_folder_another_cleaner_empties_meanwhile_raises_nothing(tmp_path: Path) -> None:
     """Two pools starting at once may both clean a dead pool's folder: what vanished is not an error."""
     gone = tmp_path / "gone" / "Default" / "PersistentOriginTrials"
+    root = str(tmp_path / "gone")
     # what rmtree reports when a file it listed was removed by someone else before it got there
-    sandbox.writable_and_again(os.open, str(gone), FileNotFoundError(2, "No such file or directory"))
-    sandbox.writable_and_again(os.unlink, str(gone), FileNotFoundError(2, "No such file or directory"))
+    sandbox.writable_and_again(os.open, str(gone), FileNotFoundError(2, "No such file or directory"), root)
+    sandbox.writable_and_again(os.unlink, str(gone), FileNotFoundError(2, "No such file or directory"), root)
 
     unreadable = tmp_path / "unreadable"
     (unreadable / "inside").mkdir(parents=True)
-    sandbox.writable_and_again(os.open, str(unreadable), PermissionError(13, "Permission denied"))
+    denied = PermissionError(13, "Permission denied")
+    sandbox.writable_and_again(os.open, str(unreadable), denied, str(unreadable))
     assert not unreadable.exists()  # a folder it could not enter is made readable and removed whole
+
+
+def test_a_folder_that_cannot_be_removed_leaves_the_mode_of_its_parent_alone(tmp_path: Path) -> None:
+    """A pool's folder lies in /tmp: a failure removing it must never close /tmp (it once did, as root)."""
+    shared = tmp_path / "tmp"
+    folder = shared / "scenariokit-pool-1-x"
+    (folder / "run").mkdir(parents=True)
+    shared.chmod(0o1777)
+    busy = OSError(39, "Directory not empty")
+    # rmtree's last call, removing the folder itself, failed (something wrote into it meanwhile)
+    sandbox.writable_and_again(os.rmdir, str(folder), busy, str(folder))
+    sandbox.writable_and_again(os.open, str(folder), PermissionError(13, "Permission denied"), str(folder))
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    # and a whole removal whose root vanished under it changes nothing either
+    sandbox.remove_dir(folder)
+    assert not folder.exists() and stat.S_IMODE(shared.stat().st_mode) == 0o1777
+
+
+def test_a_folder_is_under_another_by_whole_path_parts() -> None:
+    under = sandbox._under
+    assert under(Path("/srv/store/venv"), Path("/srv/store"))
+    assert under(Path("/srv/store"), Path("/srv/store"))
+    assert under(Path("/srv/store"), Path("/"))
+    assert not under(Path("/srv/store-code"), Path("/srv/store")), "a sibling sharing a prefix"
+    assert not under(Path("/srv"), Path("/srv/store"))
+
+
+def _uids_read_line_by_line() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                for line in (entry / "status").read_text().splitlines():
+                    if line.startswith("Uid:"):
+                        found.add(int(line.split()[1]))
+    return found
+
+
+def test_the_user_id_scan_finds_the_real_user_of_every_process() -> None:
+    # processes come and go: compared while the machine's set of users stays the same around the scan
+    for _ in range(10):
+        before = _uids_read_line_by_line()
+        found = sandbox._uids_in_use()
+        if before == _uids_read_line_by_line():
+            assert found == before
+            assert os.getuid() in found
+            return
+    pytest.skip("the users of this machine's processes kept changing")

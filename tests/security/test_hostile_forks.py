@@ -15,6 +15,7 @@ import pytest
 from security_support import Hostile
 from test_hostile_steps import attack, blocked, seen
 
+from process_checks import skip_if_left_out
 from scenariokit.domain.model import RunStatus
 from scenariokit.runner.confinement.sandbox import WORKER_UIDS
 
@@ -83,6 +84,7 @@ async def zygote_environment(hostile: Hostile) -> Any:
     if hostile.started != "zygote":
         pytest.skip("its workers are started by exec")
     pool = (await hostile.kit.start_runner()).pool
+    skip_if_left_out(pool, "the worker zygote")
     assert pool.zygote is not None and pool.zygote.pid is not None, "the pool forks no worker here"
     return await hostile.kit.environments.create(
         {"name": f"zygote-{pool.zygote.pid}", "data": {"zygote": str(pool.zygote.pid)}}

@@ -367,7 +367,7 @@ class BrowserSettings:
     @property
     def is_empty(self) -> bool:
         """Whether no key is set: a run gets Playwright's default desktop context."""
-        return self == BrowserSettings()
+        return self is NO_BROWSER_SETTINGS or self == NO_BROWSER_SETTINGS  # no new value per call
 
     def overlaid_by(self, other: BrowserSettings) -> BrowserSettings:
         """These settings with every key ``other`` sets replaced by ``other``'s (a scenario's over

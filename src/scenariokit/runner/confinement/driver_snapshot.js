@@ -182,6 +182,10 @@ load(path.join(PACKAGE, 'lib', 'bootstrap.js'));
 const core = load(path.join(PACKAGE, 'lib', 'coreBundle.js'));
 const utils = load(path.join(PACKAGE, 'lib', 'utilsBundle.js'));
 
+// driver_launch_flags.js, loaded with the loader above: every run's driver launches Chromium with its
+// network service in the browser process.
+load(path.join(path.dirname(path.resolve(process.argv[1])), 'driver_launch_flags.js')).launchChromiumWith(core);
+
 if (typeof process.execve !== 'function') throw new Error('this Node.js cannot start the driver again the ordinary way');
 if (typeof core.libCli?.decorateProgram !== 'function' || typeof utils.program?.parse !== 'function') {
   throw new Error('the driver no longer starts as its cli.js did when this entry was written');

@@ -132,6 +132,8 @@ if (typeof core.libCli?.decorateProgram !== 'function' || typeof utils.program?.
 // recorded with the rest), not in each driver: about 4 ms of CPU each. A driver only parses its
 // arguments against them.
 process.argv = [process.execPath, path.join(PACKAGE, 'cli.js'), 'run-driver'];
+// every driver it forks launches Chromium with its network service in the browser process
+require('./driver_launch_flags.js').launchChromiumWith(core);
 core.libCli.decorateProgram(utils.program);
 core.libCliTestStub.decorateProgram(utils.program);
 process.env = processEnv;

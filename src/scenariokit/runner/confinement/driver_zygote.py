@@ -342,7 +342,8 @@ class DriverZygote:
             assert process.stdout is not None
             # a zygote that never says ready (a warm-up that hangs, say) is killed below, which also
             # ends the read left waiting in its thread
-            line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), ready_seconds)
+            async with asyncio.timeout(ready_seconds):
+                line = await asyncio.to_thread(process.stdout.readline)
             if line == b"ready\n":
                 process.stdout.close()  # it writes nothing more
                 return zygote

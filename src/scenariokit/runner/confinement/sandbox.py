@@ -321,8 +321,14 @@ def _base_flags() -> list[str]:
     ]  # fmt: skip
 
 
-def _under(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
+def _under(path: str | Path, folder: str | Path) -> bool:
+    """Whether ``path`` is ``folder`` or inside it (both absolute and normalized).
+
+    Compared as text: ``Path.parents`` builds a path per level, and a worker's start asks this a
+    few hundred times.
+    """
+    inner, outer = str(path), str(folder)
+    return inner == outer or inner.startswith(outer if outer.endswith("/") else outer + "/")
 
 
 def _existing(paths: Iterable[str | Path]) -> list[Path]:
@@ -739,45 +745,70 @@ def _named(uid: int) -> bool:
     return True
 
 
+#: how much of ``/proc/<pid>/status`` is read: its ``Uid:`` line comes within the first few hundred bytes
+_STATUS_HEAD = 1024
+
+
 def _uids_in_use() -> set[int]:
-    """The real user ids of every process on the machine (threads share their process's)."""
+    """The real user ids of every process on the machine (threads share their process's).
+
+    One ``read`` of the head of each process's ``status`` (no file object, no line iteration): a lease
+    reads every process on the machine, once per worker started.
+    """
     found: set[int] = set()
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
                 continue
             with contextlib.suppress(OSError, ValueError, IndexError):
-                with open(f"/proc/{entry.name}/status", "rb") as status:
-                    for line in status:
-                        if line.startswith(b"Uid:"):
-                            found.add(int(line.split()[1]))
-                            break
+                fd = os.open(f"/proc/{entry.name}/status", os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    head = os.read(fd, _STATUS_HEAD)
+                finally:
+                    os.close(fd)
+                at = head.index(b"\nUid:") + 5
+                found.add(int(head[at : head.index(b"\n", at)].split()[0]))
     return found
 
 
 def remove_dir(path: Path) -> None:
-    """Remove a worker's private directory, whatever its files' modes (blocking)."""
+    """Remove a worker's private directory, whatever its files' modes (blocking).
+
+    Only ``path`` and what lies inside it have their modes changed on the way: never its parent (a
+    pool's folder lies in ``/tmp``, which a service run as root must not close to everyone else).
+    """
+    root = os.path.abspath(path)
+
+    def again(function: Callable[..., object], failed: str, error: BaseException) -> None:
+        writable_and_again(function, failed, error, root)
+
     if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=writable_and_again)
+        shutil.rmtree(path, onexc=again)
     else:
-        shutil.rmtree(path, onerror=lambda call, failed, info: writable_and_again(call, failed, info[1]))
+        shutil.rmtree(path, onerror=lambda call, failed, info: again(call, failed, info[1]))
 
 
-def writable_and_again(function: Callable[..., object], failed: str, error: BaseException) -> None:
-    """What :func:`remove_dir` does when removing ``failed`` with ``function`` raised ``error``.
+def writable_and_again(function: Callable[..., object], failed: str, error: BaseException, root: str) -> None:
+    """What :func:`remove_dir` does when removing ``failed`` (``root`` or inside it) with ``function``
+    raised ``error``.
 
     Gone already (another pool cleaning the same stale folder got there first): nothing to do. A
     read-only folder (the sealed compile cache) keeps its files: make it writable and try again; a
-    folder that could not be opened is made readable and removed whole. Whatever still fails is left
-    for the next cleaning, never raised: a stale folder must not stop a pool from starting.
+    folder that could not be opened is made readable and removed whole. A mode is changed only on
+    ``root`` and below it, never on ``root``'s parent: what fails there (``root`` itself cannot be
+    removed) is left as it is. Whatever still fails is left for the next cleaning, never raised: a
+    stale folder must not stop a pool from starting.
     """
     if isinstance(error, FileNotFoundError):
         return
     with contextlib.suppress(OSError):
-        os.chmod(os.path.dirname(failed), 0o700)
+        failed = os.path.abspath(failed)
+        parent = os.path.dirname(failed)
+        if _under(parent, root):
+            os.chmod(parent, 0o700)
         if function in (os.rmdir, os.unlink, os.remove):
             function(failed)
-        else:  # os.open, os.scandir, os.lstat: a folder it could not enter
+        elif _under(failed, root):  # os.open, os.scandir, os.lstat: a folder it could not enter
             os.chmod(failed, 0o700)
             shutil.rmtree(failed, ignore_errors=True)
 

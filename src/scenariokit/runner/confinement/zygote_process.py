@@ -32,7 +32,7 @@ import threading
 import traceback
 from typing import Any, NoReturn
 
-from scenariokit.runner.protocol import ForkRequest, decode_frame
+from scenariokit.runner.protocol import ForkRequest, decode_frame, prepare_frames
 
 #: the largest request (its environment is the largest part)
 MAX_REQUEST_BYTES = 256 * 1024
@@ -80,6 +80,7 @@ def serve(control_fd: int) -> None:
         with contextlib.suppress(ImportError):  # a module gone in another version is imported late
             importlib.import_module(name)
     _preload_plugins()
+    prepare_frames()  # the code reading and writing the frames of a run, made once for every worker
     # What the imports made is never garbage: the collector of every worker forked from here leaves
     # it alone, and so does not write into (and copy) every page of it at its first collection.
     gc.freeze()

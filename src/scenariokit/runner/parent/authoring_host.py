@@ -281,7 +281,8 @@ class AuthoringHost:
             if not await worker.send(command):
                 raise _Gone(live.gone or "the session's worker has stopped")
             try:
-                return await asyncio.wait_for(asyncio.shield(waiter), limit)
+                async with asyncio.timeout(limit):
+                    return await asyncio.shield(waiter)
             except TimeoutError:
                 if what.startswith("exec "):
                     why = f"{what} exceeded its time limit of {seconds(limit - REPLY_MARGIN_SECONDS)}"

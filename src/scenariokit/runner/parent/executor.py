@@ -756,7 +756,10 @@ class WorkerPool:
         masker = run.masker
         while True:
             try:
-                item = await asyncio.wait_for(run.inbox.get(), watch.seconds_left())
+                # not wait_for: on Python 3.11 it swallows a cancel that comes as an item arrives, and
+                # a run its scheduler abandons (a drain cut short) would go on to its end
+                async with asyncio.timeout(watch.seconds_left()):
+                    item = await run.inbox.get()
             except TimeoutError:
                 kind, message = watch.overrun()
                 await asyncio.to_thread(worker.kill)
@@ -837,7 +840,8 @@ class WorkerPool:
         if not await owner.send(ReleaseSession(run_id)):
             await self._session_closed(SessionReleased(run_id=run_id, reason="worker stopped"))
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(waiter), RELEASE_WAIT_SECONDS)
+            async with asyncio.timeout(RELEASE_WAIT_SECONDS):
+                await asyncio.shield(waiter)
         return True
 
     def held_sessions(self) -> list[uuid.UUID]:
@@ -871,7 +875,8 @@ async def _prepare(
         start_new_session=True,
     )  # fmt: skip
     try:
-        _, err = await asyncio.wait_for(process.communicate(), NODE_CACHE_SECONDS)
+        async with asyncio.timeout(NODE_CACHE_SECONDS):
+            _, err = await process.communicate()
     finally:
         if process.returncode is None:
             await asyncio.to_thread(kill_process_tree, process.pid)

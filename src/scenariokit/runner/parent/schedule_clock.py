@@ -7,7 +7,6 @@ store's claim makes each fire happen once however many clocks see it due (docs/m
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from scenariokit.domain.model import utcnow
@@ -37,8 +36,7 @@ class ScheduleClock:
         """Stop firing (a fire under way is rolled back whole: its claim and its runs together)."""
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task})  # a cancel of close() itself still goes through
             self._task = None
 
     async def tick(self) -> None:

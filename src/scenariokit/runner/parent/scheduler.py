@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Container
 from typing import Any
@@ -37,6 +38,7 @@ from scenariokit.domain.model import (
     RunLogEntry,
     RunStatus,
     RunTimings,
+    StepResult,
     skip_remaining,
     utcnow,
 )
@@ -52,8 +54,10 @@ log = logging.getLogger(__name__)
 
 #: How often a running run's cancel flag is read from the store (cancel must act within a second).
 CANCEL_POLL_SECONDS = 0.4
-#: How often buffered log lines are written.
+#: How often a running run's new log lines and step results are written (one transaction each time).
 LOG_FLUSH_SECONDS = 0.25
+#: How long a finished run's stored timings wait for its browser's close before they are dropped
+STORED_TIMINGS_SECONDS = 60.0
 #: The pauses between attempts to store a run's outcome; after the last, the run is failed instead.
 FINISH_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: How long a drain that ran out still waits for outcomes being stored before it hands runs back.
@@ -94,6 +98,10 @@ class _Execution:
     artifacts: list[str] = attrs.field(factory=list)
     session: SessionSaved | None = None
     logs: list[RunLogEntry] = attrs.field(factory=list)
+    #: the current attempt's step results so far, by step, in the order they finished
+    step_results: dict[uuid.UUID, StepResult] = attrs.field(factory=dict)
+    #: whether ``step_results`` changed since they were last written
+    steps_pending: bool = False
     cancelling: bool = False
     #: Set once the run's outcome is being stored: a renewal that finds the run finished is expected.
     finishing: bool = False
@@ -157,6 +165,9 @@ class Scheduler:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[Any]] = []
         self._session_runs: dict[uuid.UUID, uuid.UUID] = {}  # session id -> run id
+        #: the timings stored with a finished run's outcome, until its browser's close is added to them:
+        #: when they were kept (the monotonic clock), and they, in the order kept
+        self._stored_timings: dict[uuid.UUID, tuple[float, RunTimings]] = {}
         self._no_browser: BrowserUnavailable | None = None
         self._claiming = False
         #: set by :meth:`drain`: no run is claimed any more
@@ -317,8 +328,13 @@ class Scheduler:
         if execution is not None:
             execution.closed = closed  # its outcome is not stored yet: _execute writes both
             return
+        kept = self._stored_timings.pop(closed.run_id, None)
+        await self._record_close(closed, kept[1] if kept is not None else None)
+
+    async def _record_close(self, closed: BrowserClosed, stored: RunTimings | None) -> None:
+        """Add a browser close to the stored timings (``stored``: as this scheduler stored them)."""
         try:
-            await self.services.runs.record_browser_close(closed.run_id, close_ms(closed))
+            await self.services.runs.record_browser_close(closed.run_id, close_ms(closed), stored=stored)
         except Exception:
             log.exception("storing the browser close of run %s failed", closed.run_id)
 
@@ -345,14 +361,12 @@ class Scheduler:
                 self._slots.release()
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+                    async with asyncio.timeout(self.poll_seconds):
+                        await self._wake.wait()
                 continue
             run, job = claimed
             timeline = RunTimeline(created_at=run.created_at, claim_started=claim_started)
             execution = _Execution(run_id=run.id, job=job, timeline=timeline)
-            execution.logs.append(
-                RunLogEntry(run_id=run.id, level="debug", message=f"claimed by {self.owner}")
-            )
             self._running[run.id] = execution
             with about_run(run.id):  # the run's task, and what it starts, log with its runId
                 task = asyncio.create_task(self._execute(execution), name=f"scenariokit-run-{run.id}")
@@ -390,6 +404,7 @@ class Scheduler:
             finished_at=failed.finished_at,
         )
         execution.attempts.append(attempt)
+        execution.step_results, execution.steps_pending = {}, False  # the next attempt's start afresh
         if execution.session is not None:  # a failed attempt's session is not the run's
             execution.session = None
             with contextlib.suppress(Exception):
@@ -416,6 +431,7 @@ class Scheduler:
         """One attempt of the run on a fresh worker; it holds one of the scheduler's slots, released here."""
         stop_flushing = asyncio.Event()
         flusher = asyncio.create_task(self._flush_loop(execution, stop_flushing))
+        outcome: RunFinished | None = None
         try:
             if self._no_browser is not None:
                 raise self._no_browser
@@ -427,20 +443,28 @@ class Scheduler:
             outcome = self._failed(execution.job, f"{type(exc).__name__}: {exc}")
         finally:
             stop_flushing.set()  # never cancelled: a cancel during a write would lose the lines it held
-            await flusher
-            self._slots.release()
+            try:
+                await flusher
+                if outcome is None:  # abandoned (the scheduler stops): what it logged is kept all the same
+                    await self._flush(execution)
+            finally:
+                self._slots.release()
         return outcome
 
     async def _finish(self, execution: _Execution, outcome: RunFinished) -> None:
-        """Store the run's outcome with its timings, then follow its browser's close."""
+        """Store the run's outcome with its timings and last log lines, then follow its browser's close.
+
+        The outcome, the lines not written yet and the step results are one transaction; the browser's
+        close goes in with them when the worker reported it first, else in one statement of its own.
+        """
         written = execution.closed
+        stored: RunTimings | None = None
         try:
-            await self._flush(execution)
             timings = execution.timeline.timings(outcome)
             written = execution.closed  # a close reported meanwhile goes in with the outcome
-            await self._store_outcome(
-                execution, outcome, with_close(timings, written) if written else timings
-            )
+            stored = with_close(timings, written) if written else timings
+            if not await self._store_outcome(execution, outcome, stored):
+                stored = None
             if execution.session is not None:
                 session = await self.services.runs.session_of_run(execution.run_id)
                 if session is not None:
@@ -450,32 +474,54 @@ class Scheduler:
         finally:
             closed = execution.closed
             self._running.pop(execution.run_id, None)  # from here browser_closed writes for itself
+            if stored is not None and closed is None:
+                self._keep_timings(execution.run_id, stored)  # the close rewrites them as they are
         if closed is not None and closed is not written:
-            await self.browser_closed(closed)
+            await self._record_close(closed, stored)
+
+    def _keep_timings(self, run_id: uuid.UUID, stored: RunTimings) -> None:
+        """Keep a run's stored timings for its browser's close, dropping those kept too long.
+
+        A close follows its run's outcome within a second or two; a run whose worker was stopped
+        without one (it crashed, or failed before its browser) never gets one, nor does a held
+        session's run whose worker outlived it. What is dropped is only a shortcut: a close that comes
+        after all reads the timings back from the store.
+        """
+        now = time.monotonic()
+        for old, (kept_at, _) in list(self._stored_timings.items()):
+            if now - kept_at < STORED_TIMINGS_SECONDS:
+                break  # kept in order: the rest are younger
+            del self._stored_timings[old]
+        self._stored_timings[run_id] = (now, stored)
 
     async def _store_outcome(
         self, execution: _Execution, outcome: RunFinished, timings: RunTimings | None
-    ) -> None:
-        """Store the outcome, retrying with backoff; if it never goes in, fail the run with less.
+    ) -> bool:
+        """Store the outcome (with the log lines not written yet), retrying with backoff; if it never
+        goes in, fail the run with less. True when the outcome, with ``timings``, was stored.
 
         A run is never left ``in_progress`` by a write that failed: the smaller write of
         :meth:`RunService.fail` follows (retried too), and should even that fail, the lease is no
         longer renewed once this execution ends, so the reaper finishes the run.
         """
         execution.finishing = True
+        entries, execution.logs = execution.logs, []
+        execution.steps_pending = False  # the outcome holds every step's result
         delays = (*self.finish_retry_delays, None)
         failure = ""
         for attempt, delay in enumerate(delays, start=1):
             try:
-                await self.services.runs.finish(
-                    execution.run_id,
-                    outcome,
-                    artifacts=execution.artifacts,
-                    session=execution.session,
-                    timings=timings,
-                    earlier=execution.attempts,
-                )
-                return
+                with execution.timeline.store_write():
+                    await self.services.runs.finish(
+                        execution.run_id,
+                        outcome,
+                        artifacts=execution.artifacts,
+                        session=execution.session,
+                        timings=timings,
+                        earlier=execution.attempts,
+                        logs=entries,
+                    )
+                return True
             except Exception as exc:
                 if delay is None:
                     log.exception("storing the outcome of run %s failed %d times", execution.run_id, attempt)
@@ -493,14 +539,17 @@ class Scheduler:
             with contextlib.suppress(Exception):
                 await self.pool.release_session(execution.run_id)
         message = f"the run ended ({outcome.status}) but storing its outcome failed: {failure}"
+        with contextlib.suppress(Exception):  # its lines, if the store takes them on their own
+            await self.services.runs.append_logs(entries)
         for delay in delays:
             try:
                 await self.services.runs.fail(execution.run_id, RunErrorKind.ERROR, message)
-                return
+                return False
             except Exception:
                 if delay is None:
                     raise
                 await asyncio.sleep(delay)
+        return False
 
     async def _on_event(self, execution: _Execution, event: RunEvent) -> None:
         match event:
@@ -514,10 +563,10 @@ class Scheduler:
                         at=event.at,
                     )
                 )
-            case StepFinished():
-                await self._flush(execution)
-                with execution.timeline.store_write():
-                    await self.services.runs.record_step(execution.run_id, event.result)
+            case StepFinished():  # written with the next flush, with the lines logged meanwhile
+                execution.step_results.pop(event.result.step_id, None)
+                execution.step_results[event.result.step_id] = event.result
+                execution.steps_pending = True
             case ArtifactSaved():
                 execution.artifacts.append(event.name)
             case SessionSaved():
@@ -526,20 +575,30 @@ class Scheduler:
                 pass  # StepStarted and RunFinished need nothing stored here
 
     async def _flush_loop(self, execution: _Execution, stop: asyncio.Event) -> None:
-        """Write the run's log every ``LOG_FLUSH_SECONDS`` until ``stop`` is set, then once more."""
-        while not stop.is_set():
+        """Write the run's progress every ``LOG_FLUSH_SECONDS`` until ``stop`` is set.
+
+        What is left when it stops goes in with whatever the scheduler writes next for the run: its
+        outcome (:meth:`_store_outcome`), or the failed attempt before a retry (:meth:`_try_again`).
+        """
+        while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), LOG_FLUSH_SECONDS)
+                async with asyncio.timeout(LOG_FLUSH_SECONDS):
+                    await stop.wait()
+            if stop.is_set():
+                return
             await self._flush(execution)
 
     async def _flush(self, execution: _Execution) -> None:
+        """Write the log lines and step results the run gained since the last write: one transaction."""
         entries, execution.logs = execution.logs, []
-        if entries:
+        results = list(execution.step_results.values()) if execution.steps_pending else None
+        execution.steps_pending = False
+        if entries or results is not None:
             try:
                 with execution.timeline.store_write():
-                    await self.services.runs.append_logs(entries)
+                    await self.services.runs.record_progress(execution.run_id, entries, results)
             except Exception:
-                log.exception("writing the log of run %s failed", execution.run_id)
+                log.exception("writing the progress of run %s failed", execution.run_id)
 
     async def _heartbeat_loop(self) -> None:
         while True:

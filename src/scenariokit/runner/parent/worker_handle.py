@@ -122,6 +122,8 @@ class WorkerHandle:
         self._send_lock = asyncio.Lock()
         self._killed = threading.Lock()
         self._bubblewrap = False
+        #: the output streams reader threads read, by id: they close them (see :func:`_close_pipes`)
+        self._read_by_threads: set[int] = set()
         #: the worker's private directory on this side, and as the worker sees it
         self.run_dir: Path | None = None
         self.inner_dir: str | None = None
@@ -203,6 +205,7 @@ class WorkerHandle:
             on_report(self, report)
 
         threading.Thread(target=self._read, args=(loop, deliver), name="worker-pipe", daemon=True).start()
+        self._read_by_threads = {id(stream) for stream in outputs}  # theirs to close (see _close_pipes)
         for name, stream in zip(("stdout", "stderr"), outputs, strict=True):
             threading.Thread(
                 target=self._read_output,
@@ -211,7 +214,8 @@ class WorkerHandle:
                 daemon=True,
             ).start()
         try:
-            await asyncio.wait_for(ready, READY_TIMEOUT_SECONDS)
+            async with asyncio.timeout(READY_TIMEOUT_SECONDS):
+                await ready
         except BaseException as exc:
             self.kill()  # a worker that did not come up must not outlive this call, even when cancelled
             if isinstance(exc, TimeoutError):
@@ -345,7 +349,7 @@ class WorkerHandle:
         self._bubblewrap = False
         if process is not None:
             _end_sandbox(process)
-            _close_pipes(process)
+            _close_pipes(process, skip=self._read_by_threads)
 
     def _read(self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Report | WorkerGone], None]) -> None:
         """Pipe reader thread."""
@@ -446,10 +450,10 @@ class WorkerHandle:
                     kill_process_tree(forked.pid)
                     forked.wait(5.0)
                 forked.close()
-            if process is not None:
-                _close_pipes(process)
             if self.group is not None:  # whatever escaped the process tree dies with the group
                 self.group.remove()
+            if process is not None:
+                _close_pipes(process, skip=self._read_by_threads)
             if self.run_dir is not None:
                 remove_dir(self.run_dir)
             if self.user is not None:  # its processes are dead and its files gone: the id is free
@@ -484,6 +488,11 @@ def _end_sandbox(process: subprocess.Popen[bytes]) -> bool:
     and in any namespace nested in it (Chromium's own sandbox makes some). So the launcher's death is
     the whole tree's, without reading the machine's process table for it.
     """
+    # The launcher's whole process group: bubblewrap's inner process (the namespace's first) is in it,
+    # and a launcher killed before that one set --die-with-parent would leave it running on its own.
+    # Signalled before the launcher is reaped, so the group's id cannot have been reused.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         process.kill()
     try:
@@ -493,9 +502,12 @@ def _end_sandbox(process: subprocess.Popen[bytes]) -> bool:
     return True
 
 
-def _close_pipes(process: subprocess.Popen[bytes]) -> None:
+def _close_pipes(process: subprocess.Popen[bytes], *, skip: set[int]) -> None:
+    """Close the pipes to ``process``, but those a reader thread reads (ids in ``skip``): they are that
+    thread's to close once the pipe ends. Closing a stream another thread is blocked reading waits for
+    that read, for ever should anything still hold the pipe's other end."""
     for stream in (process.stdin, process.stdout, process.stderr):
-        if stream is not None:
+        if stream is not None and id(stream) not in skip:
             with contextlib.suppress(OSError):
                 stream.close()
 

@@ -165,7 +165,8 @@ class AuthoringLive:
 async def _bounded(call: Awaitable[Any]) -> Any:
     """``call``'s result, or None when it fails or takes longer than :data:`PAGE_STATE_SECONDS`."""
     try:
-        return await asyncio.wait_for(call, PAGE_STATE_SECONDS + 1)
+        async with asyncio.timeout(PAGE_STATE_SECONDS + 1):
+            return await call
     except Exception as exc:
         logger.debug("page state not read: %s: %s", type(exc).__name__, exc)
         return None

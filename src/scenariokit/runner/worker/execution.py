@@ -101,7 +101,8 @@ class RunEnd:
 async def close_browser(browser: Any) -> None:
     """Close a browser, giving up quietly after a bound (the worker's process group is the backstop)."""
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(browser.close(), BROWSER_CALL_TIMEOUT_SECONDS)
+        async with asyncio.timeout(BROWSER_CALL_TIMEOUT_SECONDS):
+            await browser.close()
 
 
 class RunExecution:
@@ -258,14 +259,16 @@ class RunExecution:
         keep = self.job.video == "on" or failed
         work = self.job.artifacts_dir / VIDEO_WORK_DIR
         try:
-            await asyncio.wait_for(context.close(), BROWSER_CALL_TIMEOUT_SECONDS)
+            async with asyncio.timeout(BROWSER_CALL_TIMEOUT_SECONDS):
+                await context.close()
             for index, video in enumerate(videos, start=1):
                 if video is None:
                     continue
                 if keep:
                     name = VIDEO_FILE if index == 1 else f"video-{index}.webm"
                     path = self.job.artifacts_dir / name
-                    await asyncio.wait_for(video.save_as(path), BROWSER_CALL_TIMEOUT_SECONDS)
+                    async with asyncio.timeout(BROWSER_CALL_TIMEOUT_SECONDS):
+                        await video.save_as(path)
                     self._report(ArtifactSaved(name=name))
         except Exception as exc:
             self._log("warning", f"video not saved: {type(exc).__name__}: {exc}")
@@ -423,12 +426,10 @@ class RunExecution:
         name = f"step-{step.order}.png"
         try:
             self.job.artifacts_dir.mkdir(parents=True, exist_ok=True)
-            await asyncio.wait_for(
-                target.screenshot(
+            async with asyncio.timeout(SCREENSHOT_TIMEOUT_SECONDS + 1):
+                await target.screenshot(
                     path=self.job.artifacts_dir / name, timeout=SCREENSHOT_TIMEOUT_SECONDS * 1000
-                ),
-                SCREENSHOT_TIMEOUT_SECONDS + 1,
-            )
+                )
         except Exception as exc:
             self._log("warning", f"no screenshot of {step_label(step)}: {type(exc).__name__}: {exc}")
             return
@@ -448,7 +449,8 @@ class RunExecution:
 
     async def _save_session(self, context: Any) -> bool:
         try:
-            state = await asyncio.wait_for(context.storage_state(), BROWSER_CALL_TIMEOUT_SECONDS)
+            async with asyncio.timeout(BROWSER_CALL_TIMEOUT_SECONDS):
+                state = await context.storage_state()
         except Exception as exc:
             self._log("warning", f"session not saved: {type(exc).__name__}: {exc}")
             return False

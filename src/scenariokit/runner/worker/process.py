@@ -264,8 +264,10 @@ class Worker:
             return
         browser = launch.result()
         try:
-            context = await asyncio.wait_for(browser.new_context(), BROWSER_CALL_TIMEOUT_SECONDS)
-            page = await asyncio.wait_for(context.new_page(), BROWSER_CALL_TIMEOUT_SECONDS)
+            async with asyncio.timeout(BROWSER_CALL_TIMEOUT_SECONDS):
+                context = await browser.new_context()
+            async with asyncio.timeout(BROWSER_CALL_TIMEOUT_SECONDS):
+                page = await context.new_page()
         except Exception as exc:
             logger.warning("no page made ahead: %s: %s", type(exc).__name__, exc)
             return
@@ -344,16 +346,20 @@ class Worker:
             await _close_launched(spare)
         if self._playwright is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._playwright.stop(), SHUTDOWN_STEP_SECONDS)
+                async with asyncio.timeout(SHUTDOWN_STEP_SECONDS):
+                    await self._playwright.stop()
 
 
 async def _close_launched(launch: asyncio.Task[Any]) -> None:
     """Close a browser whose launch may still be under way (or may have failed)."""
     with contextlib.suppress(Exception):
-        await close_browser(await asyncio.wait_for(launch, SHUTDOWN_STEP_SECONDS))
+        async with asyncio.timeout(SHUTDOWN_STEP_SECONDS):
+            launched = await launch
+        await close_browser(launched)
 
 
 async def _close_context(context: Any) -> None:
     """Close a context made ahead that the run cannot use (the worker's exit is the backstop)."""
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(context.close(), BROWSER_CALL_TIMEOUT_SECONDS)
+        async with asyncio.timeout(BROWSER_CALL_TIMEOUT_SECONDS):
+            await context.close()
