@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import socket
 import statistics
@@ -15,7 +16,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from playwright.async_api import async_playwright, expect
 
 from scenariokit.domain.model import RunTimings
 from scenariokit.formats.convert import make_converter
+from scenariokit.runner.confinement.cgroups import CGROUP_ROOT, PREFIX
 from scenariokit.runner.confinement.processes import process_table, process_tree
 from scenariokit.runner.worker.browser import BrowserConfig, discover_browser
 
@@ -41,10 +43,16 @@ STEPS = [
 ]
 
 
-async def serve_page() -> tuple[web.AppRunner, str]:
-    """The page under test on a free port of 127.0.0.1, and its URL."""
+async def serve_page(loaded: Callable[[web.Request], object] | None = None) -> tuple[web.AppRunner, str]:
+    """The page under test on a free port of 127.0.0.1, and its URL; ``loaded`` hears every request."""
+
+    async def page(request: web.Request) -> web.Response:
+        if loaded is not None:
+            loaded(request)
+        return web.Response(text=PAGE, content_type="text/html")
+
     app = web.Application()
-    app.router.add_get("/", lambda _: web.Response(text=PAGE, content_type="text/html"))
+    app.router.add_get("/", page)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -60,19 +68,29 @@ async def _three_steps(page: object, url: str) -> None:
     await expect(page.locator("#out")).to_have_text("Hello bench")  # type: ignore[attr-defined]
 
 
-async def bare_playwright(url: str, count: int, config: BrowserConfig | None = None) -> float:
+async def bare_playwright(
+    url: str, count: int, config: BrowserConfig | None = None, *, at_once: int = 1
+) -> float:
     """Seconds for ``count`` runs of the hand-written script, each in a freshly launched browser.
 
-    What a home-grown runner does, sequentially: launch, context, page, the three steps, close.
+    What a home-grown runner does: launch, context, page, the three steps, close; with ``at_once``
+    above 1, that many such loops side by side in one script (``asyncio.gather`` over one Playwright
+    driver), each taking the next run as soon as its browser closed: the same concurrency as
+    scenariokit with ``at_once`` workers.
     """
-    config = config or discover_browser()
-    began = time.perf_counter()
-    async with async_playwright() as playwright:
-        for _ in range(count):
-            browser = await playwright.chromium.launch(**config.launch_options())
+    options = (config or discover_browser()).launch_options()
+    left = iter(range(count))
+
+    async def loop(playwright: Any) -> None:
+        for _ in left:  # the loops share one iterator: each run is taken once
+            browser = await playwright.chromium.launch(**options)
             page = await (await browser.new_context()).new_page()
             await _three_steps(page, url)
             await browser.close()
+
+    began = time.perf_counter()
+    async with async_playwright() as playwright:
+        await asyncio.gather(*(loop(playwright) for _ in range(max(1, at_once))))
     return time.perf_counter() - began
 
 
@@ -183,25 +201,13 @@ class CpuSampler:
         me = self._root
         while not self._stop.is_set():
             began = time.thread_time()
-            table: dict[int, tuple[int, str, float]] = {}
-            for entry in os.scandir("/proc"):
-                if not entry.name.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{entry.name}/stat", "rb") as f:
-                        stat = f.read().decode()
-                except OSError:
-                    continue
-                name = stat[stat.index("(") + 1 : stat.rindex(")")]
-                fields = stat[stat.rindex(")") + 2 :].split()
-                cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-                table[int(entry.name)] = (int(fields[1]), name, cpu)
+            table = {stat.pid: stat for stat in proc_stats()}
             with self._lock:
-                for pid, (ppid, name, cpu) in table.items():
-                    if pid in self._followed or ppid == me or ppid in self._followed:
+                for pid, stat in table.items():
+                    if pid in self._followed or stat.ppid == me or stat.ppid in self._followed:
                         self._followed.add(pid)
-                        component = self.labels.get(pid) or _component(name)
-                        self._seen[pid] = (component, cpu - self._before.get(pid, 0.0))
+                        component = self.labels.get(pid) or _component(stat.name)
+                        self._seen[pid] = (component, stat.seconds - self._before.get(pid, 0.0))
                 self._followed &= set(table)
                 self._sampling += time.thread_time() - began
             time.sleep(self._every)
@@ -219,10 +225,86 @@ class CpuSampler:
         return dict(totals)
 
 
+@attrs.frozen
+class ProcStat:
+    """What ``/proc/PID/stat`` says of a process that a benchmark reads."""
+
+    pid: int
+    name: str
+    ppid: int
+    #: CPU seconds of the process itself (user and system)
+    seconds: float
+    #: CPU seconds of its children that ended and that it waited for
+    reaped_seconds: float
+
+
+def _proc_stat(pid: int | str) -> ProcStat:
+    """A process's ``/proc/PID/stat`` (OSError once it is gone)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read().decode(errors="replace")
+    # the command name may hold spaces and parentheses: the fields follow the last ")"
+    close = stat.rindex(")")
+    fields = stat[close + 2 :].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return ProcStat(
+        pid=int(pid),
+        name=stat[stat.index("(") + 1 : close],
+        ppid=int(fields[1]),
+        seconds=(int(fields[11]) + int(fields[12])) / tick,
+        reaped_seconds=(int(fields[13]) + int(fields[14])) / tick,
+    )
+
+
+def proc_stats() -> Iterator[ProcStat]:
+    """Every process on the machine that can still be read, from ``/proc``."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):  # gone meanwhile
+                yield _proc_stat(entry.name)
+
+
 def _process_seconds(pid: int) -> float:
     """CPU seconds of a process itself (user and system)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _proc_stat(pid).seconds
+
+
+def tree_seconds(roots: Iterable[int]) -> float:
+    """CPU seconds the live processes below ``roots`` (and the roots) have spent, each read from /proc."""
+    table = process_table()
+    found = set(roots)
+    frontier = set(found)
+    while frontier:  # by parent, so a child that leads a process group of its own counts too
+        frontier = {pid for pid, info in table.items() if info.ppid in frontier} - found
+        found |= frontier
+    total = 0.0
+    for pid in found:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            total += _process_seconds(pid)
+    return total
+
+
+async def until_quiet(
+    roots: Iterable[int], *, cores: float = 0.1, settle: float = 2.0, within: float = 240.0
+) -> float:
+    """Wait until the process trees of ``roots`` use less than ``cores`` cores for ``settle`` seconds in a
+    row (a ``scenariokit worker`` whose pool prepared its snapshot, zygotes and first browsers), at most
+    ``within`` seconds; the seconds waited."""
+    pids = list(roots)
+    began = time.monotonic()
+    quiet_since: float | None = None
+    last = tree_seconds(pids)
+    while time.monotonic() - began < within:
+        await asyncio.sleep(0.5)
+        now = tree_seconds(pids)
+        busy = (now - last) / 0.5
+        last = now
+        if busy >= cores:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= settle:
+            break
+    return time.monotonic() - began
 
 
 def _machine_seconds() -> tuple[float, float]:
@@ -312,9 +394,54 @@ class MemoryPeak:
             return "not measured"
         return f"{self.rss_kib / 1024:.0f} MiB RSS ({self.pss_kib / 1024:.0f} MiB PSS)"
 
+    def against_target(self) -> str:
+        """The PSS peak against issue 31's target for one run's processes on the headless shell."""
+        if not self.samples:
+            return "PSS target not measured"
+        pss = self.pss_kib / 1024
+        verdict = "met" if pss <= PSS_TARGET_MIB else "NOT met"
+        return f"PSS {pss:.0f} MiB, target <= {PSS_TARGET_MIB} MiB: {verdict}"
+
+
+#: peak PSS one run's processes (worker, driver, browsers) may reach with the headless shell (issue 31)
+PSS_TARGET_MIB = 300
+
+
+#: a run's control group (``runner/confinement/cgroups.py``): ``…/scenariokit-<pool>/run-<n>``
+_RUN_GROUP = re.compile(rf"/{re.escape(PREFIX)}[^/]+/run-\d+$")
+
+
+def run_group_members(pid: int) -> set[int] | None:
+    """Every process in the run control group ``pid`` is in, or None when it is in none.
+
+    A run's group holds its worker and everything the run started, also what is not the worker's
+    descendant: a driver the driver zygote forked for it, and that driver's browser.
+    """
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if not _RUN_GROUP.search(path):
+            continue
+        hierarchy = controllers.removeprefix("name=")
+        for folder in (CGROUP_ROOT / hierarchy, CGROUP_ROOT / "unified", CGROUP_ROOT):
+            try:
+                listed = (folder / path.lstrip("/") / "cgroup.procs").read_text().split()
+            except OSError:
+                continue
+            return {int(member) for member in listed}
+    return None
+
+
+def target_line(label: str, ratio: float, at_least: float) -> str:
+    """``against X: 1.03x (target >= 1.00x: met)``: a ratio and whether it reaches its target."""
+    return f"{label}: {ratio:.2f}x (target >= {at_least:.2f}x: {'met' if ratio >= at_least else 'NOT met'})"
+
 
 def _tree_memory(root: int) -> tuple[int, int]:
-    pids = process_tree(root, process_table())
+    pids = run_group_members(root) or process_tree(root, process_table())
     return (
         sum(_kib(pid, "status", "VmRSS:") for pid in pids),
         sum(_kib(pid, "smaps_rollup", "Pss:") for pid in pids),
@@ -349,9 +476,10 @@ async def memory_peak(roots: Callable[[], Iterable[int]], every: float = 0.25) -
 
 def worker_children(parent: int) -> list[int]:
     """The worker processes of a ``scenariokit serve``: below it, the innermost process-group leaders
-    whose tree holds a Playwright driver. A worker leads its own group and starts the driver; the
-    zygote that forks workers leads one above theirs (so it is left out), the browser one below the
-    driver (not a worker: no driver of its own).
+    whose tree holds a Playwright driver, or that are in a run's control group. A worker leads its own
+    group and starts the driver (or has the driver zygote fork it, into the run's group); the zygote
+    that forks workers leads one above theirs (so it is left out), the browser one below the driver
+    (not a worker: no driver of its own); the driver zygote is in no run's group, and is no worker.
     """
     table = process_table()
     names = {pid: _name(pid) for pid in table}
@@ -370,7 +498,14 @@ def worker_children(parent: int) -> list[int]:
     candidates = {
         pid
         for pid in below(parent)
-        if table[pid].pgid == pid and any(names.get(p, "").startswith("node") for p in [pid, *below(pid)])
+        if table[pid].pgid == pid
+        and (
+            (names.get(pid, "").startswith("python") and run_group_members(pid) is not None)
+            or (
+                not names.get(pid, "").startswith("node")
+                and any(names.get(p, "").startswith("node") for p in below(pid))
+            )
+        )
     }
     return [pid for pid in candidates if not candidates.intersection(below(pid))]
 
@@ -439,32 +574,43 @@ def free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def scenariokit_serve(
-    folder: Path, *extra: str, settle: float = 2.0, env_extra: dict[str, str] | None = None
+    folder: Path,
+    *extra: str,
+    settle: float = 2.0,
+    env_extra: dict[str, str] | None = None,
+    command: Sequence[str] | None = None,
+    warm: bool = False,
 ) -> AsyncIterator[Served]:
     """``scenariokit serve`` with its defaults, on a free port and a SQLite file in ``folder``.
 
     ``env_extra`` adds or overrides ``SCENARIOKIT_*`` variables (another database, no scheduler);
-    ``settle`` is the pause after ``/health`` answers, for the workers to launch their first browser.
+    ``settle`` is the pause after ``/health`` answers, for the workers to launch their first browser;
+    ``command`` replaces ``scenariokit serve`` (a benchmark's own variant of it). With ``warm``, the
+    server's process tree is then left until it is quiet (:func:`until_quiet`): its pool has built the
+    drivers' snapshot and zygote and launched its first browsers, as in a service up for a while.
     """
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCENARIOKIT_")}
     env.update(SCENARIOKIT_DATABASE_URL=f"sqlite:///{folder / 'bench.db'}", SCENARIOKIT_PORT=str(port))
     env.update(env_extra or {})
-    command = Path(sys.executable).parent / "scenariokit"
+    argv = command or (str(Path(sys.executable).parent / "scenariokit"), "serve")
     process = await asyncio.create_subprocess_exec(
-        str(command), "serve", *extra, cwd=folder, env=env,
+        *argv, *extra, cwd=folder, env=env,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     served = Served(process, f"http://127.0.0.1:{port}")
     try:
         await wait_healthy(served.url, process)
         await asyncio.sleep(settle)  # let every worker launch its first browser
+        if warm:
+            await until_quiet([process.pid])
         yield served
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(process.wait(), 30)
+                async with asyncio.timeout(30):
+                    await process.wait()
             except TimeoutError:
                 process.kill()
                 await process.wait()

@@ -9,16 +9,31 @@ same client, in the same run, loads
 - (b) ``scenariokit serve`` on a temporary SQLite file;
 - (c) ``scenariokit serve`` on PostgreSQL (a schema of its own, dropped afterwards), skipped with a
   note when the server at ``--postgres`` does not answer;
-- (d) the same with ``--processes 2`` (``--processes N``; 1 leaves it out).
+- (d) the same with ``--processes 2`` (``--processes N``; 1 leaves it out);
+- (e) the team-operations comparison on SQLite: ``scenariokit serve`` with a scoped token required on
+  every request, ``/metrics``' request timing and the audit log (what a team deployment runs), beside
+  the same server with the three taken out (``--serve-without-ops``: the scope check, the metrics
+  middleware and the audit entries replaced by nothing, in this file's child process only; the
+  product has no switch for them). ``--no-ops`` leaves it out.
+
+``--against TREE`` measures instead this checkout's code and the one at ``TREE`` (an older release,
+say: ``git worktree add /tmp/old 7068aa4``) in turn, ``--pairs`` times on each database (one
+process), the order swapped every pair: on a machine whose speed drifts between runs minutes apart,
+only figures taken side by side compare. Each line gives the load's requests/s, p99 and the
+database's CPU (PostgreSQL's processes, from /proc) for that server's seeding and load; then the
+median of each and their ratio.
 
 Both servers run without the scheduler (``SCENARIOKIT_RUN_SCHEDULER=false``): the pure API figure.
 About 200 scenarios are stored first. Each line gives requests/s, p50, p99, errors and the ratio to
-the ceiling; then the sequential time of one page of 20 scenarios (one connection, the median round
-trip), less the ceiling's round trip: the server's own time for that page; and the CPU the server
-process spent per page meanwhile (from /proc), beside the ceiling's: on a machine other work shares,
-the round trip stretches with the load and the CPU a page costs does not.
+the ceiling; then, one request at a time on one connection, the CPU the server process spent per
+page of 20 scenarios and per create (from /proc: on a machine other work shares, the round trip
+stretches with the load and the CPU a request costs much less), and the page's median round trip
+less the ceiling's. Every figure with a target is printed with it and whether it is met: ≥ 1,000
+requests/s with a p99 ≤ 100 ms under the mix, ≤ 1 ms of server CPU a page, ≤ 5% more server CPU a
+request for the team operations.
 
     python bench/api.py [--requests 3000] [--short] [--postgres URL | --no-postgres] [--processes 2]
+                        [--no-ops] [--against TREE [--pairs 3]]
 """
 
 from __future__ import annotations
@@ -39,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-from _shared import free_port, scenariokit_serve, wait_healthy
+from _shared import free_port, proc_stats, scenariokit_serve, tree_environment, wait_healthy
 
 API = "/api/v1"
 LIST_PATH = f"{API}/scenarios?limit=20&orderBy=name"
@@ -48,12 +63,22 @@ CONNECTIONS = 32
 SEEDED = 200
 SEQUENTIAL = 300
 DEFAULT_POSTGRES = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
-TARGET_RPS = 1500.0
+TARGET_RPS = 1000.0
 TARGET_P99_MS = 100.0
-TARGET_PAGE_MS = 1.0
+#: server CPU of one page of 20 scenarios, its HTTP included (ms)
+TARGET_PAGE_CPU_MS = 1.0
+#: what scoped tokens, /metrics' request timing and the audit log may add to a request's server CPU
+TARGET_OPS_SHARE = 0.05
+#: the share of creates in the mix
+CREATE_SHARE = 0.25
 JSON_HEADERS = {"Content-Type": "application/json"}
 #: The secret key of the PostgreSQL run (a shared database needs one; nothing secret is stored).
 BENCH_KEY = "bench-api-only-key-not-for-real-secrets"
+#: This file, as its child processes are started (the ceiling, the server without team operations).
+THIS_FILE = str(Path(__file__).resolve())
+#: The token of the team-operations server: named, scoped ``write`` (it lists and creates).
+OPS_TOKEN = "bench-api-writer-token-0123456789"
+OPS_TOKENS = f"bench:write:{OPS_TOKEN}"
 
 
 def create_body(index: int) -> bytes:
@@ -136,10 +161,18 @@ class Result:
     error_kinds: dict[str, int] = field(default_factory=dict)
     page_ms: float | None = None
     page_cpu_ms: float | None = None
+    create_cpu_ms: float | None = None
 
     @property
     def rps(self) -> float:
         return (len(self.latencies_ms) + self.errors) / self.seconds if self.seconds else 0.0
+
+    @property
+    def mix_cpu_ms(self) -> float | None:
+        """Server CPU per request of the mix (75% pages, 25% creates), from the sequential figures."""
+        if self.page_cpu_ms is None or self.create_cpu_ms is None:
+            return None
+        return (1 - CREATE_SHARE) * self.page_cpu_ms + CREATE_SHARE * self.create_cpu_ms
 
     def quantile(self, q: float, posts: bool = False) -> float:
         ordered = sorted(self.post_ms if posts else self.latencies_ms)
@@ -147,16 +180,23 @@ class Result:
 
 
 async def load(
-    url: str, label: str, requests: int, *, stop: asyncio.Event | None = None, connections: int = CONNECTIONS
+    url: str,
+    label: str,
+    requests: int,
+    *,
+    stop: asyncio.Event | None = None,
+    connections: int = CONNECTIONS,
+    headers: dict[str, str] | None = None,
 ) -> Result:
     """``requests`` mixed requests over 32 connections; every non-2xx answer or failure is an error.
 
-    With ``stop``, requests go on (``requests`` is ignored) until the event is set.
+    With ``stop``, requests go on (``requests`` is ignored) until the event is set. ``headers`` go
+    with every request (a token).
     """
     result = Result(label)
     counter = itertools.count() if stop is not None else iter(range(requests))
     connector = aiohttp.TCPConnector(limit=connections)
-    async with aiohttp.ClientSession(url, connector=connector) as http:
+    async with aiohttp.ClientSession(url, connector=connector, headers=headers) as http:
 
         async def one(index: int) -> None:
             expected = 201 if index % 4 == 3 else 200
@@ -201,43 +241,47 @@ def cpu_seconds(pid: int) -> float:
     """CPU seconds (user and system, from /proc) of a server process and its live children: with
     ``--processes N`` the first process started the others, and a connection lands on any of them.
     """
-    total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # gone meanwhile
-            continue
-        if stat.parent.name == str(pid) or fields[1] == str(pid):  # the process, or its child
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    return sum(stat.seconds for stat in proc_stats() if pid in (stat.pid, stat.ppid))
 
 
-async def sequential_page_ms(url: str, count: int, pid: int) -> tuple[float, float]:
-    """One page of 20 scenarios at a time on one connection: the median round trip, and the CPU the
-    server process ``pid`` spent per page (from /proc: unlike the round trip, not stretched by other
-    work on the machine). Both in ms.
+async def sequential_ms(
+    url: str, count: int, pid: int, *, creates: bool = False, headers: dict[str, str] | None = None
+) -> tuple[float, float]:
+    """One request at a time on one connection, a page of 20 scenarios (``creates``: a create of two
+    steps): the median round trip, and the CPU the server process ``pid`` spent per request (from
+    /proc: unlike the round trip, not stretched by other work on the machine). Both in ms.
     """
     connector = aiohttp.TCPConnector(limit=1)
     samples = []
-    async with aiohttp.ClientSession(url, connector=connector) as http:
+    expected = 201 if creates else 200
+    async with aiohttp.ClientSession(url, connector=connector, headers=headers) as http:
         for index in range(count + 20):
             if index == 20:
                 cpu_began = cpu_seconds(pid)
             began = time.perf_counter()
-            async with http.get(LIST_PATH) as answer:
+            if creates:
+                sent = http.post(CREATE_PATH, data=create_body(100_000 + index), headers=JSON_HEADERS)
+            else:
+                sent = http.get(LIST_PATH)
+            async with sent as answer:
                 await answer.read()
-                if answer.status != 200:
-                    raise SystemExit(f"GET {LIST_PATH} answered {answer.status}")
+                if answer.status != expected:
+                    raise SystemExit(f"{answer.method} {answer.url.path} answered {answer.status}")
             if index >= 20:
                 samples.append((time.perf_counter() - began) * 1000)
         cpu_ms = (cpu_seconds(pid) - cpu_began) * 1000 / count
     return statistics.median(samples), cpu_ms
 
 
-async def seed(url: str, count: int) -> None:
+async def sequential_page_ms(url: str, count: int, pid: int) -> tuple[float, float]:
+    """:func:`sequential_ms` of pages: their median round trip and the server's CPU a page (ms)."""
+    return await sequential_ms(url, count, pid)
+
+
+async def seed(url: str, count: int, headers: dict[str, str] | None = None) -> None:
     """``count`` scenarios named ``bench NNN`` (they sort before the load's ``load NNNNN``)."""
     connector = aiohttp.TCPConnector(limit=8)
-    async with aiohttp.ClientSession(url, connector=connector) as http:
+    async with aiohttp.ClientSession(url, connector=connector, headers=headers) as http:
 
         async def make(index: int) -> None:
             body = json.loads(create_body(index))
@@ -250,11 +294,15 @@ async def seed(url: str, count: int) -> None:
             await asyncio.gather(*(make(i) for i in range(start, min(count, start + 8))))
 
 
-async def measure_server(url: str, label: str, requests: int, sequential: int, pid: int) -> Result:
-    """Seed, then the load, then the sequential page (``pid``: the server process whose CPU is read)."""
-    await seed(url, SEEDED)
-    result = await load(url, label, requests)
-    result.page_ms, result.page_cpu_ms = await sequential_page_ms(url, sequential, pid)
+async def measure_server(
+    url: str, label: str, requests: int, sequential: int, pid: int, headers: dict[str, str] | None = None
+) -> Result:
+    """Seed, then the load, then the sequential pages and creates (``pid``: the server process whose
+    CPU is read)."""
+    await seed(url, SEEDED, headers)
+    result = await load(url, label, requests, headers=headers)
+    result.page_ms, result.page_cpu_ms = await sequential_ms(url, sequential, pid, headers=headers)
+    _, result.create_cpu_ms = await sequential_ms(url, sequential // 3, pid, creates=True, headers=headers)
     return result
 
 
@@ -279,30 +327,175 @@ async def postgres_schema(base: str) -> AsyncIterator[str | None]:
         await store.close()
 
 
+# --- the team operations, with and without -------------------------------------------------------
+
+
+def serve_without_ops() -> None:
+    """``scenariokit serve`` without scoped tokens, ``/metrics``' request timing and the audit log
+    (run in a child process of :func:`ops_comparison`; nothing else ever runs the server so).
+
+    The scope check and the metrics middleware become middlewares that only pass the request on, and
+    an audit entry is no longer written: what remains is what a server without the team operations
+    would do.
+    """
+    from aiohttp import web
+    from aiohttp.typedefs import Handler
+
+    import scenariokit.services.audit as audit_log
+    import scenariokit_server.app as server_app
+    from scenariokit.cli import main as scenariokit_main
+
+    @web.middleware
+    async def passes(request: web.Request, handler: Handler) -> web.StreamResponse:
+        return await handler(request)
+
+    async def no_entry(*_: object, **__: object) -> None:
+        return None
+
+    server_app.measure_requests = lambda *_, **__: passes  # type: ignore[assignment]
+    server_app.authorize = lambda *_, **__: passes  # type: ignore[assignment]
+    audit_log.record = no_entry  # type: ignore[assignment]
+    sys.exit(scenariokit_main(["serve"]))
+
+
+async def ops_comparison(requests: int, sequential: int, rounds: int) -> list[tuple[Result, Result]]:
+    """On SQLite, ``rounds`` pairs of servers measured one after the other: with the team operations
+    (a ``write`` token required, metrics and audit on) and without them (:func:`serve_without_ops`)."""
+    env = {"SCENARIOKIT_RUN_SCHEDULER": "false"}
+    with_token = {"Authorization": f"Bearer {OPS_TOKEN}"}
+
+    async def without() -> Result:
+        with tempfile.TemporaryDirectory() as tmp:
+            command = (sys.executable, THIS_FILE, "--serve-without-ops")
+            async with scenariokit_serve(Path(tmp), settle=0.5, env_extra=env, command=command) as served:
+                label = "SQLite, without tokens/metrics/audit"
+                return await measure_server(served.url, label, requests, sequential, served.pid)
+
+    async def with_ops() -> Result:
+        with tempfile.TemporaryDirectory() as tmp:
+            ops_env = {**env, "SCENARIOKIT_API_TOKENS": OPS_TOKENS}
+            async with scenariokit_serve(Path(tmp), settle=0.5, env_extra=ops_env) as served:
+                label = "SQLite, with tokens/metrics/audit"
+                return await measure_server(served.url, label, requests, sequential, served.pid, with_token)
+
+    pairs = []
+    for index in range(rounds):  # in turn first and second: the machine's load drifts within a run
+        if index % 2:
+            pairs.append((await with_ops(), await without()))
+        else:
+            bare = await without()
+            pairs.append((await with_ops(), bare))
+    return pairs
+
+
+# --- the report -----------------------------------------------------------------------------------
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "NOT met"
+
+
 def report(results: list[Result], ceiling_page_ms: float, ceiling_cpu_ms: float) -> None:
-    """The table, the ratios to the ceiling and the targets."""
+    """The table, the ratios to the ceiling and every figure beside its target."""
     top = results[0]
-    print(f"{'server':34s} {'req/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'errors':>7s} {'ceiling':>8s}"
+    print(f"{'server':40s} {'req/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'errors':>7s} {'ceiling':>8s}"
           f" {'POST p99':>9s}")  # fmt: skip
     for r in results:
         ratio = r.rps / top.rps if top.rps else 0.0
         errors = f"{r.errors}" + (f" {r.error_kinds}" if r.error_kinds else "")
         p50, p99 = r.quantile(0.5), r.quantile(0.99)
         posts = r.quantile(0.99, posts=True)
-        print(f"{r.label:34s} {r.rps:8.0f} {p50:8.1f} {p99:8.1f} {errors:>7s} {ratio:7.0%} {posts:9.1f}")
-    print(f"one page of 20 scenarios, sequential round trip (median): ceiling {ceiling_page_ms:.2f} ms,"
-          f" the ceiling's CPU {ceiling_cpu_ms:.2f} ms a page")  # fmt: skip
+        print(f"{r.label:40s} {r.rps:8.0f} {p50:8.1f} {p99:8.1f} {errors:>7s} {ratio:7.0%} {posts:9.1f}")
+    print(f"one request at a time: the ceiling's page round trip {ceiling_page_ms:.2f} ms (median), its CPU"
+          f" {ceiling_cpu_ms:.2f} ms a page")  # fmt: skip
     for r in results[1:]:
-        assert r.page_ms is not None and r.page_cpu_ms is not None
-        server = max(0.0, r.page_ms - ceiling_page_ms)
-        met = "met" if server <= TARGET_PAGE_MS else "NOT met"
-        print(f"  {r.label:32s} {r.page_ms:.2f} ms, server time ≈ {server:.2f} ms", end=" ")
-        print(f"(target ≤ {TARGET_PAGE_MS} ms: {met}); server CPU {r.page_cpu_ms:.2f} ms a page,", end=" ")
-        print(f"{max(0.0, r.page_cpu_ms - ceiling_cpu_ms):.2f} ms beyond the ceiling's")
-    for r in results[1:3]:
-        fast = r.rps >= TARGET_RPS and r.quantile(0.99) <= TARGET_P99_MS
-        met = "met" if fast and not r.errors else "NOT met"
-        print(f"target ≥ {TARGET_RPS:.0f} req/s, p99 ≤ {TARGET_P99_MS:.0f} ms, 0 errors — {r.label}: {met}")
+        assert r.page_ms is not None and r.page_cpu_ms is not None and r.create_cpu_ms is not None
+        print(f"  {r.label:38s} server CPU {r.page_cpu_ms:.2f} ms a page (target ≤ {TARGET_PAGE_CPU_MS:.1f}:"
+              f" {_verdict(r.page_cpu_ms <= TARGET_PAGE_CPU_MS)}), {r.create_cpu_ms:.2f} ms a create;"
+              f" a page's round trip {r.page_ms:.2f} ms, {max(0.0, r.page_ms - ceiling_page_ms):.2f} ms"
+              " beyond the ceiling's")  # fmt: skip
+    for r in results[1:]:
+        p99, fast = r.quantile(0.99), r.rps >= TARGET_RPS
+        print(f"  {r.label:38s} {r.rps:.0f} req/s (target ≥ {TARGET_RPS:.0f}: {_verdict(fast)}),"
+              f" p99 {p99:.0f} ms (target ≤ {TARGET_P99_MS:.0f}: {_verdict(p99 <= TARGET_P99_MS)}),"
+              f" {r.errors} errors (target 0: {_verdict(not r.errors)})")  # fmt: skip
+
+
+def report_ops(pairs: list[tuple[Result, Result]]) -> None:
+    """Each pair's server CPU a request with and without the team operations, and the share they add."""
+    print("scoped tokens, /metrics' request timing and the audit log (SQLite, one process, one request at a"
+          " time; the mix is 75% pages, 25% creates):")  # fmt: skip
+    for with_ops, without in pairs:
+        assert with_ops.mix_cpu_ms is not None and without.mix_cpu_ms is not None
+        assert with_ops.page_cpu_ms is not None and without.page_cpu_ms is not None
+        share = with_ops.mix_cpu_ms / without.mix_cpu_ms - 1 if without.mix_cpu_ms else 0.0
+        print(f"  server CPU a page {with_ops.page_cpu_ms:.2f} ms with, {without.page_cpu_ms:.2f} without;"
+              f" a create {with_ops.create_cpu_ms:.2f} with, {without.create_cpu_ms:.2f} without;"
+              f" a request of the mix {with_ops.mix_cpu_ms:.2f} with, {without.mix_cpu_ms:.2f} without:"
+              f" {share:+.1%} (target ≤ +{TARGET_OPS_SHARE:.0%}: {_verdict(share <= TARGET_OPS_SHARE)});"
+              f" under the load {with_ops.rps:.0f} req/s with, {without.rps:.0f} without")  # fmt: skip
+
+
+def postgres_cpu_seconds() -> float:
+    """CPU seconds of the machine's PostgreSQL: its live processes, and the ended backends its
+    postmaster has reaped (their time is the postmaster's children's)."""
+    postgres = {stat.pid: stat for stat in proc_stats() if stat.name.startswith("postgres")}
+    total = 0.0
+    for stat in postgres.values():
+        total += stat.seconds
+        if stat.ppid not in postgres:  # the postmaster: add its reaped children
+            total += stat.reaped_seconds
+    return total
+
+
+@dataclass
+class Side:
+    """One checkout's figures over the pairs of ``--against`` on one database."""
+
+    label: str
+    env: dict[str, str]
+    rps: list[float] = field(default_factory=list)
+    p99: list[float] = field(default_factory=list)
+    database_cpu: list[float] = field(default_factory=list)
+
+
+async def against(tree: Path, pairs: int, requests: int, postgres: str | None) -> None:
+    """This checkout's code and ``tree``'s in turn, ``pairs`` times on each database (see the module)."""
+    older = {"PYTHONPATH": tree_environment(tree)["PYTHONPATH"]}
+    for store in ["SQLite"] + ([] if postgres is None else ["PostgreSQL"]):
+        here, there = Side("this checkout", {}), Side(str(tree), older)
+        for pair in range(pairs):
+            for side in (here, there) if pair % 2 == 0 else (there, here):
+                env = {"SCENARIOKIT_RUN_SCHEDULER": "false", **side.env}
+                async with contextlib.AsyncExitStack() as stack:
+                    if store == "PostgreSQL":
+                        assert postgres is not None
+                        url = await stack.enter_async_context(postgres_schema(postgres))
+                        if url is None:
+                            return
+                        env.update(SCENARIOKIT_DATABASE_URL=url, SCENARIOKIT_SECRET_KEY=BENCH_KEY)
+                    tmp = stack.enter_context(tempfile.TemporaryDirectory())
+                    served = await stack.enter_async_context(
+                        scenariokit_serve(Path(tmp), settle=0.5, env_extra=env)
+                    )
+                    began = postgres_cpu_seconds()
+                    await seed(served.url, SEEDED)
+                    result = await load(served.url, side.label, requests)
+                    spent = postgres_cpu_seconds() - began
+                side.rps.append(result.rps)
+                side.p99.append(result.quantile(0.99))
+                side.database_cpu.append(spent)
+                cpu = f", PostgreSQL's CPU {spent:.1f} s" if store == "PostgreSQL" else ""
+                print(f"  {store}, pair {pair + 1}, {side.label}: {result.rps:.0f} req/s,"
+                      f" p99 {result.quantile(0.99):.0f} ms, {result.errors} errors{cpu}")  # fmt: skip
+        median = statistics.median
+        line = (f"{store}: this checkout {median(here.rps):.0f} req/s, p99 {median(here.p99):.0f} ms;"
+                f" {tree} {median(there.rps):.0f} req/s, p99 {median(there.p99):.0f} ms;"
+                f" requests/s {median(here.rps) / median(there.rps):.2f}x")  # fmt: skip
+        if store == "PostgreSQL":
+            line += (f"; PostgreSQL's CPU {median(here.database_cpu):.1f} s against"
+                     f" {median(there.database_cpu):.1f} s")  # fmt: skip
+        print(line, flush=True)
 
 
 async def main() -> None:
@@ -312,12 +505,21 @@ async def main() -> None:
     parser.add_argument("--postgres", default=os.environ.get("BENCH_POSTGRES_URL", DEFAULT_POSTGRES))
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument(
-        "--processes", type=int, default=2, help="server processes of the last line (1: none)"
+        "--processes", type=int, default=2, help="server processes of the PostgreSQL line (1: none)"
     )
+    parser.add_argument("--no-ops", action="store_true", help="leave out the team-operations comparison")
+    parser.add_argument("--ops-rounds", type=int, default=2, help="pairs of the team-operations comparison")
+    parser.add_argument("--against", type=Path, help="a checkout to measure in turn with this one")
+    parser.add_argument("--pairs", type=int, default=3, help="pairs of --against on each database")
     args = parser.parse_args()
     requests = 600 if args.short and args.requests == 3000 else args.requests
     sequential = 100 if args.short else SEQUENTIAL
     print(f"{requests} requests, {CONNECTIONS} connections: 75% GET {LIST_PATH}, 25% POST {CREATE_PATH}")
+    print(f"load average at the start: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if args.against is not None:
+        postgres = None if args.no_postgres else args.postgres
+        await against(args.against.resolve(), args.pairs, requests, postgres)
+        return
     results = []
     async with ceiling() as (url, pid):
         results.append(await load(url, "bare aiohttp (ceiling)", requests))
@@ -349,12 +551,17 @@ async def main() -> None:
                         results.append(
                             await measure_server(served.url, label, requests, sequential, served.pid)
                         )
+    pairs = [] if args.no_ops else await ops_comparison(requests, sequential, args.ops_rounds)
     report(results, ceiling_page_ms, ceiling_cpu_ms)
+    if pairs:
+        report_ops(pairs)
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--ceiling-port"]:  # the child process of ceiling()
         serve_ceiling(int(sys.argv[2]))
+    elif sys.argv[1:2] == ["--serve-without-ops"]:  # a child process of ops_comparison()
+        serve_without_ops()
     else:
         asyncio.run(main())

@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import attrs
 from _shared import STEPS, CpuSampler, bare_playwright, serve_page, tree_environment, until_warm
 
 import scenariokit
@@ -36,6 +37,7 @@ from scenariokit.domain.model import RunStatus
 from scenariokit.formats.queries import RunQuery
 from scenariokit.runner.confinement.sandbox import DRIVER_SNAPSHOT_ENV, SANDBOX_ENV, bubblewrap_works
 from scenariokit.runner.parent import executor
+from scenariokit.storage.ports import StoreActivity
 
 _zygote_supported = executor.zygote_supported
 
@@ -43,10 +45,30 @@ _zygote_supported = executor.zygote_supported
 _bare: list[float] = []
 
 
-def report(label: str, count: int, seconds: float, sampler: CpuSampler, parent_label: str) -> None:
+@attrs.frozen
+class SchedulerWork:
+    """What the scheduler process did in the window, beside its CPU: for the lines under it."""
+
+    #: CPU seconds of its event loop's thread (claims, events, store writes), and of the bench's own
+    #: calls on it (queueing the runs, waiting for them), which are no part of the scheduler's work
+    loop: float
+    bench: float
+    #: the store's units of work and commits (the bench's own left out); None for a store that
+    #: counts none (a tree from before the counts)
+    activity: StoreActivity | None
+
+
+def report(
+    label: str,
+    count: int,
+    seconds: float,
+    sampler: CpuSampler,
+    parent_label: str,
+    work: SchedulerWork | None = None,
+) -> None:
     """One configuration's runs/min, CPU per run (and its ratio to the bare script's), by component."""
     parts = sampler.by_component()
-    parts[parent_label] = sampler.parent
+    parts[parent_label] = sampler.parent - (work.bench if work else 0.0)
     per_run = sum(parts.values()) / count
     ratio = f", {per_run / _bare[0]:.2f}x the bare script's" if _bare else ""
     _bare.append(per_run)
@@ -54,6 +76,21 @@ def report(label: str, count: int, seconds: float, sampler: CpuSampler, parent_l
           f"{per_run * 1000:.0f} ms CPU per run{ratio}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
     for component, cpu in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"    {component:34s} {cpu / count * 1000:7.0f} ms")
+        if work is not None and component == parent_label:
+            threads = cpu - work.loop
+            for what, spent in (
+                ("its event loop (claims, events, store)", work.loop),
+                ("its threads (worker starts and stops, pipes)", threads),
+            ):
+                print(f"      {what:44s} {spent / count * 1000:5.1f} ms")
+            done = work.activity
+            if done is None:
+                print("      store per run: not counted (a store without activity counts)")
+            else:
+                print(f"      store per run: {done.writes / count:.2f} write transactions "
+                      f"({done.commits / count:.2f} committed), {done.reads / count:.2f} reads")  # fmt: skip
+            print(f"      (left out: the bench's own calls, queueing runs and polling, "
+                  f"{work.bench / count * 1000:.1f} ms per run)")  # fmt: skip
     unseen = sampler.machine - sum(parts.values())
     print(f"    {'not seen in any sampled process':34s} {unseen / count * 1000:7.0f} ms"
           f"  (the machine's busy time less the above: the kernel's own work, other programs)")  # fmt: skip
@@ -72,25 +109,47 @@ async def scenariokit_cpu(
                 await kit.scenarios.create({"name": f"b{i}", "steps": [{"execCode": c} for c in STEPS]})
                 for i in range(count)
             ]
+            store = kit.services.store
             with CpuSampler() as sampler:
                 scheduler = await kit.start_runner()
                 await scheduler.pool.node_cache_made()  # made in the background: not in the window
                 await until_warm(scheduler.pool)
                 sampler.baseline()
+                counts = getattr(store, "activity", None) or StoreActivity()
+                loop_began, activity = time.thread_time(), counts.snapshot()
                 began = time.perf_counter()
                 for s in scenarios:
                     await kit.runs.create({"scenarioId": str(s.id), "environmentId": str(env.id)})
-                waiting = RunQuery(status=RunStatus.IN_PROGRESS, limit=1)
-                while (await kit.runs.list(waiting)).total:  # noqa: ASYNC110
-                    await asyncio.sleep(0.05)
+                bench = time.thread_time() - loop_began
+                queued = counts.since(activity)
+                # Asked every half second: a tighter poll's reads would cost the scheduler's process
+                # more than some of what is measured (every 50 ms: about 15 ms per run).
+                waiting, polls = RunQuery(status=RunStatus.IN_PROGRESS, limit=1), 0
+                while True:
+                    asked = time.thread_time()
+                    left = (await kit.runs.list(waiting)).total
+                    bench += time.thread_time() - asked
+                    polls += 1
+                    if not left:
+                        break
+                    await asyncio.sleep(0.5)
                 took = time.perf_counter() - began
                 await until_warm(scheduler.pool)  # the workers for the next runs, paid in this window
                 await asyncio.sleep(0.5)
+                loop = time.thread_time() - loop_began - bench
+                done = counts.since(activity)
+            own = StoreActivity(
+                writes=done.writes - queued.writes,
+                reads=done.reads - queued.reads - polls,
+                commits=done.commits - queued.commits,
+            )
             label = (
                 f"scenariokit, {workers} worker(s), sandbox {sandbox}, driver snapshot {snapshot}, "
                 f"started by {start}"
             )
-            report(label, count, took, sampler, "scheduler process (pool, store)")
+            counted = own if hasattr(store, "activity") else None
+            work = SchedulerWork(loop=loop, bench=bench, activity=counted)
+            report(label, count, took, sampler, "scheduler process (pool, store)", work)
 
 
 async def reused_cpu(tree: Path, url: str, count: int, workers: int) -> None:

@@ -59,6 +59,7 @@ from _shared import (
     memory_peak,
     per_minute,
     serve_page,
+    target_line,
     timeline_lines,
     tree_environment,
     until_warm,
@@ -216,6 +217,7 @@ async def main() -> None:
     configs: list[Config] = [(n, sandbox) for n in counts for sandbox in sandboxes]
     labels: dict[object, str] = {
         "bare": "bare Playwright script (fresh browser each)",
+        **{("bare", n): f"bare script, {n} browsers at once" for n in counts if n > 1},
         "floor": "fresh-context floor (one warm browser)",
     }
     labels |= {
@@ -245,6 +247,9 @@ async def main() -> None:
             # a machine shared with other work drifts: each round measures everything, in another order
             shift = round_ % len(configs)
             seconds: dict[object, float] = {"bare": await bare_playwright(url, args.scenarios)}
+            for n in counts:
+                if n > 1:
+                    seconds[("bare", n)] = await bare_playwright(url, args.scenarios, at_once=n)
             seconds["floor"] = await fresh_context_floor(url, args.scenarios)
             for config in configs[shift:] + configs[:shift]:
                 took, timings, _ = await through_scenariokit(url, args.scenarios, *config)
@@ -278,6 +283,13 @@ async def main() -> None:
         to_floor = statistics.median(r / f for r, f in zip(rates[key], rates["floor"], strict=True))
         spread = f"  (rounds: {', '.join(f'{r:.0f}' for r in rates[key])})" if args.rounds > 1 else ""
         print(f"  {label:46s} {rate:7.1f} runs/min   {ratio:5.2f}x bare   {to_floor:5.2f}x floor{spread}")
+    print("  against the bare script at the same concurrency (target >= 1.00x) and one at a time (>= 1.50x):")
+    for n, sandbox in configs:
+        same = "bare" if n == 1 else ("bare", n)
+        paired = [mine / base for mine, base in zip(rates[(n, sandbox)], rates[same], strict=True)]
+        same_line = target_line("same concurrency", statistics.median(paired), 1.0)
+        alone_line = target_line("one at a time", statistics.median(ratios[(n, sandbox)]), 1.5)
+        print(f"    {labels[(n, sandbox)]:46s} {same_line}; {alone_line}")
     if "bubblewrap" in sandboxes:
         for n in counts:
             on, off = statistics.median(rates[(n, "bubblewrap")]), statistics.median(rates[(n, "off")])
@@ -310,8 +322,11 @@ async def main() -> None:
                         f"{rounds} (limit: at least 0.90)"
                     )
     for n, sandbox in configs:
-        peak = peaks[(n, sandbox)].describe()
-        print(f"scenariokit, {n} worker(s), sandbox {sandbox}: peak memory of one run's process tree {peak}")
+        peak = peaks[(n, sandbox)]
+        print(
+            f"scenariokit, {n} worker(s), sandbox {sandbox}: peak memory of one run's process tree "
+            f"{peak.describe()}; {peak.against_target()}"
+        )
         for line in timeline_lines(timelines[(n, sandbox)]):
             print(f"  {line}")
 

@@ -144,9 +144,7 @@ async def main() -> None:
                 )
             except OSError as exc:
                 print(f"\nPostgreSQL skipped: {exc}")
-    print(
-        "\nevery first page within 50 ms" if all(results) else "\nsome first page took more than 50 ms"
-    )
+    print("\nevery first page within 50 ms" if all(results) else "\nsome first page took more than 50 ms")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+"""The benches' shared plumbing (``bench/_shared.py``, ``bench/scale.py``): baselines, targets, latency.
+
+Nothing here measures speed; the benches themselves run by hand or with ``nox -s bench``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from scenariokit.domain.model import RunTimings
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import _shared  # noqa: E402 - bench/ is a folder of scripts, not a package
+import scale  # noqa: E402
+
+
+async def test_the_bare_script_at_once_runs_each_run_once_in_browsers_side_by_side() -> None:
+    loads: list[str] = []
+    runner, url = await _shared.serve_page(lambda request: loads.append(request.path))
+    try:
+        seconds = await _shared.bare_playwright(url, 3, at_once=2)
+    finally:
+        await runner.cleanup()
+    assert loads == ["/", "/", "/"]  # three runs, none twice, none lost, whatever the loops' order
+    assert seconds > 0
+
+
+def test_a_target_line_says_met_or_not() -> None:
+    met = _shared.target_line("same concurrency", 1.04, 1.0)
+    assert met == "same concurrency: 1.04x (target >= 1.00x: met)"
+    assert _shared.target_line("one at a time", 1.2, 1.5).endswith("(target >= 1.50x: NOT met)")
+
+
+@pytest.mark.parametrize(("pss_kib", "verdict"), [(250 * 1024, "met"), (301 * 1024, "NOT met")])
+def test_the_memory_peak_is_held_to_its_target(pss_kib: int, verdict: str) -> None:
+    peak = _shared.MemoryPeak(rss_kib=pss_kib * 2, pss_kib=pss_kib, samples=3)
+    assert peak.against_target().endswith(f"target <= {_shared.PSS_TARGET_MIB} MiB: {verdict}")
+    assert _shared.MemoryPeak().against_target() == "PSS target not measured"
+
+
+def test_the_scale_line_gives_the_claims_median_and_95th_percentile() -> None:
+    timings = [RunTimings(queued_ms=q, claim_ms=q + 100) for q in range(1, 101)]
+    line = scale.Line(processes=2, rate=120.0, timings=[*timings, None])
+    assert line.claim_latency() == "queued median 50 ms, p95 95 ms; claim median 150 ms, p95 195 ms"
+    assert scale.Line(1, 60.0, [None]).claim_latency() == "no timings"
+
+
+def test_one_runs_memory_is_its_run_control_groups_and_a_process_in_none_has_none() -> None:
+    from scenariokit.runner.confinement.cgroups import PREFIX
+
+    # the groups a pool makes (runner/confinement/cgroups.py), v2 and v1 paths alike
+    for path in (f"/{PREFIX}4026531836-812-tag/run-3", f"/process_api/x/{PREFIX}4026531836-812/run-12"):
+        assert _shared._RUN_GROUP.search(path)
+    for path in (f"/{PREFIX}4026531836-812", f"/{PREFIX}4026531836-812/probe", "/run-3"):
+        assert not _shared._RUN_GROUP.search(path)
+    assert _shared.run_group_members(os.getpid()) is None  # this test process is no run
+
+
+async def test_the_scale_bench_waits_until_the_worker_processes_are_quiet() -> None:
+    # a "worker" busy for a while (its pool preparing), then idle: the wait ends only once it is idle.
+    # Busy for 1.5 s of its own CPU, not of the clock: on a loaded machine it gets a part of a core.
+    busy_then_idle = "import time\nwhile time.process_time() < 1.5: pass\ntime.sleep(30)"
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", busy_then_idle)
+    try:
+        assert _shared.tree_seconds([child.pid]) >= 0.0
+        await _shared.until_quiet([child.pid], settle=0.5, within=60)
+        spent = _shared.tree_seconds([child.pid])
+        assert spent >= 1.0  # it waited through the busy part, which counts in the child's CPU
+        assert child.returncode is None  # and did not wait for the process to end
+    finally:
+        child.kill()
+        await child.wait()
