@@ -17,12 +17,18 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import event
 
+from json_services import json_services
 from scenariokit.domain.errors import Conflict
 from scenariokit.domain.model import Environment, Scenario, Step
 from scenariokit.formats.queries import EnvironmentQuery, ScenarioQuery
+from scenariokit.services import Services
+from scenariokit.storage.opening import open_store
 from scenariokit.storage.sqlalchemy import SqlStore
+from scenariokit.storage.sqlalchemy import tables as t
+from scenariokit.storage.sqlalchemy.inserts import DRAW_BLOCK
 
 
 @contextmanager
@@ -67,6 +73,8 @@ async def test_creating_a_scenario_inserts_each_table_once_and_deletes_nothing(
     services: Any, store: SqlStore
 ) -> None:
     credential = await services.credentials.create({"name": "login", "secret": "s3cret"})
+    # on PostgreSQL the first create draws the numbers of revisions' fields and step bodies
+    await services.scenarios.create({"name": "first", "steps": [{"execCode": "pass"}]})
     body = {
         "name": "two steps",
         "steps": [{"execCode": "a = 1"}, {"execCode": "b = 2"}],
@@ -87,20 +95,29 @@ async def test_creating_a_scenario_inserts_each_table_once_and_deletes_nothing(
         "audit_log",
     ]
     if store.dialect == "postgresql":
-        # three round trips, besides BEGIN and COMMIT: the rows that answer nothing go with the next
-        # statement, the scenario's with its revision's fields, the revision's row with the audit entry
+        # one round trip besides BEGIN and COMMIT: every row is held for the commit, the numbers of the
+        # revision's fields and step bodies drawn ahead, so no INSERT has to answer them
         assert [inserted([sql]) for sql in writes] == [
-            ["scenarios", "steps", "scenario_credentials", "revision_fields"],
-            ["revision_steps"],
-            ["scenario_revisions", "audit_log"],
+            [
+                "scenarios",
+                "steps",
+                "scenario_credentials",
+                "revision_fields",
+                "revision_steps",
+                "scenario_revisions",
+                "audit_log",
+            ]
         ]
+        # and nothing else: the credential the scenario links is read, then every row goes
+        assert [sql.split()[0] for sql, _ in statements] == ["SELECT", "WITH"], statements
     read = await services.scenarios.get(created.id)
     assert [step.exec_code for step in read.steps] == ["a = 1", "b = 2"]
     assert [link.alias for link in read.credentials] == ["login"]
 
 
 async def test_a_new_scenario_s_first_revision_looks_nothing_up(services: Any, store: SqlStore) -> None:
-    await services.scenarios.create({"name": "warm"})  # the keys are checked at the first write
+    # the keys are checked at the first write; on PostgreSQL it draws numbers of fields and step bodies
+    await services.scenarios.create({"name": "warm", "steps": [{"execCode": "pass"}]})
     body = {"name": "new", "steps": [{"execCode": "a = 1"}, {"execCode": "b = 2"}]}
     with sent(store) as statements:
         created = await services.scenarios.create(body)
@@ -170,3 +187,40 @@ async def test_held_rows_that_break_a_constraint_are_refused_at_the_commit_and_n
     async with store.unit_of_work(readonly=True) as uow:
         names = {e.name for e in (await uow.environments.list(EnvironmentQuery.from_params({}))).items}
     assert names == {"kept", "next"}
+
+
+# PostgreSQL only: SQLite numbers the rows as it inserts them, in the process, and draws nothing
+@pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+async def test_numbers_drawn_ahead_are_drawn_a_block_at_a_time_and_never_given_twice(
+    store: SqlStore, database_url: str
+) -> None:
+    # a second server process on the same database: its own engine, its own drawn numbers
+    other = await open_store(database_url, secret_key="test-secret-key")
+    assert isinstance(other, SqlStore)
+    try:
+        mine, theirs = json_services(Services(store)), json_services(Services(other))
+        steps = [{"execCode": f"step = {i}"} for i in range(3)]
+        with sent(store) as statements:
+            made = [
+                await services.scenarios.create({"name": f"s{i}", "steps": steps})
+                for i in range(40)
+                for services in (mine, theirs)
+            ]
+        # 40 creates of this engine: 40 fields and 120 step bodies, 1 and 2 blocks of DRAW_BLOCK numbers
+        draws = [sql for sql, _ in statements if "nextval" in sql]
+        assert len(draws) == 1 + 2 and DRAW_BLOCK == 100
+        async with store.engine.connect() as conn:
+            fields = (await conn.execute(sa.select(t.revision_fields.c.seq))).scalars().all()
+            bodies = (await conn.execute(sa.select(t.revision_steps.c.seq))).scalars().all()
+        assert len(fields) == len(set(fields)) == 80 and len(bodies) == len(set(bodies)) == 240
+        for scenario in made[:2]:  # each revision reads back its own fields and bodies
+            revision = await mine.revisions.get(scenario.id, 1)
+            assert revision.content.name == scenario.name
+            assert [step.exec_code for step in revision.content.steps] == ["step = 0", "step = 1", "step = 2"]
+        # a number drawn by one engine and lost (its process ended) is skipped: the other goes on
+        edited = await theirs.scenarios.update(made[1].id, {"steps": [{"execCode": "step = 9"}]})
+        assert [step.exec_code for step in edited.steps] == ["step = 9"]
+    finally:
+        await other.close()

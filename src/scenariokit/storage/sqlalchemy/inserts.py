@@ -10,15 +10,22 @@ what SQLAlchemy would send, and the driver runs it on the unit of work's connect
 transaction.
 
 On PostgreSQL a statement is a round trip, which costs more than SQLAlchemy's work: a create was
-eight (BEGIN, six INSERTs, COMMIT), each a wait for the server and a turn of the event loop. So rows
-that answer nothing are held, per connection, and go with the connection's next statement: as
-``WITH`` clauses of the next INSERT that answers something (one row of it), else as one statement of
-their own just before any other statement or the commit (:func:`hold_inserts_until_the_next_statement`
-hooks the engine's events; :func:`send_held` sends them by hand before the driver is used straight).
-PostgreSQL runs the data-modifying ``WITH`` clauses of a statement with it, foreign keys checked at
-its end, so a create is five round trips and sees what it wrote. A row that breaks a constraint is
-refused by the statement that carries it: at the latest by the commit, which the unit of work turns
-into a conflict as before.
+eight (BEGIN, six INSERTs, COMMIT), each a wait for the server and a turn of the event loop. So the
+rows are held, per connection, and go as one statement just before the connection's next statement
+or its commit, the last table's INSERT with the others as its ``WITH`` clauses
+(:func:`hold_inserts_until_the_next_statement` hooks the engine's events; :func:`send_held` sends them
+by hand before the driver is used straight). PostgreSQL runs the data-modifying ``WITH`` clauses of a
+statement with it, foreign keys checked at its end, so a unit of work sees what it wrote. A row that
+breaks a constraint is refused by the statement that carries it: at the latest by the commit, which
+the unit of work turns into a conflict as before.
+
+A row whose number the database gives (a revision's fields and step bodies, numbered by ``seq``) would
+have to answer it, and an INSERT that answers is a round trip of its own. So on PostgreSQL
+:func:`insert_numbered` draws the numbers ahead from the column's own sequence, :data:`DRAW_BLOCK` at a
+time per engine and table (one ``nextval`` statement per block, sent as any statement is), and inserts
+the rows with them like any row that answers nothing: a create is three round trips (BEGIN, all its
+rows as one statement, COMMIT). Numbers drawn and not used are skipped, as a rolled-back insert skips
+them: they name rows, they never count them or order them.
 """
 
 from __future__ import annotations
@@ -63,19 +70,75 @@ def _compiled(
     return str(compiled), keys, processors
 
 
-async def insert_rows(
+async def insert_rows(conn: AsyncConnection, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert ``rows`` (each naming the same columns) in ``conn``'s transaction: at once on SQLite, with
+    the connection's next statement on PostgreSQL."""
+    if not rows:
+        return
+    if conn.dialect.name == "sqlite":
+        await _insert_on_sqlite(conn, table, rows)
+        return
+    sync = conn.sync_connection
+    assert sync is not None
+    _HELD.setdefault(sync, []).append((table, list(rows)))
+
+
+#: How many numbers of a sequence a PostgreSQL engine draws at once for :func:`insert_numbered`.
+DRAW_BLOCK = 100
+
+#: The numbers each PostgreSQL engine has drawn and not used yet, by table and column.
+_DRAWN: weakref.WeakKeyDictionary[sa.Engine, dict[tuple[str, str], list[int]]] = weakref.WeakKeyDictionary()
+
+#: ``count_`` numbers of the sequence behind ``table_``'s ``column_`` (serial or identity)
+_NEXTVAL = sa.text(
+    "SELECT nextval(pg_get_serial_sequence(:table_, :column_))"
+    " FROM generate_series(1, CAST(:count_ AS integer))"
+)
+
+
+async def insert_numbered(
+    conn: AsyncConnection, table: sa.Table, rows: Sequence[Mapping[str, Any]], *, column: str = "seq"
+) -> list[int]:
+    """Insert ``rows`` into ``table``, whose ``column`` the database numbers, and answer each row's number,
+    in the order the rows were given.
+
+    SQLite numbers them as it inserts them (RETURNING, in the process: no round trip to save). On
+    PostgreSQL the numbers are drawn ahead from the column's sequence and the rows held with them, as
+    :func:`insert_rows` holds any row.
+    """
+    if not rows:
+        return []
+    if conn.dialect.name == "sqlite":
+        return [int(number) for (number,) in await _insert_on_sqlite(conn, table, rows, returning=(column,))]
+    numbers = await _draw(conn, table, column, len(rows))
+    await insert_rows(
+        conn, table, [{**row, column: number} for row, number in zip(rows, numbers, strict=True)]
+    )
+    return numbers
+
+
+async def _draw(conn: AsyncConnection, table: sa.Table, column: str, count: int) -> list[int]:
+    """``count`` unused numbers of ``table``'s ``column``: the engine's drawn ones, more drawn when short."""
+    drawn = _DRAWN.setdefault(conn.sync_engine, {}).setdefault((table.name, column), [])
+    while len(drawn) < count:  # another task may take some while this one draws
+        result = await conn.execute(
+            _NEXTVAL, {"table_": table.name, "column_": column, "count_": max(count - len(drawn), DRAW_BLOCK)}
+        )
+        drawn.extend(int(number) for number in result.scalars())
+    taken = drawn[:count]
+    del drawn[:count]
+    return taken
+
+
+async def _insert_on_sqlite(
     conn: AsyncConnection,
     table: sa.Table,
     rows: Sequence[Mapping[str, Any]],
     *,
     returning: tuple[str, ...] = (),
 ) -> list[Sequence[Any]]:
-    """Insert ``rows`` (each naming the same columns) in ``conn``'s transaction; with ``returning``,
-    each row's values of those columns, in the order the rows were given."""
-    if not rows:
-        return []
-    if conn.dialect.name != "sqlite":
-        return await _insert_on_postgresql(conn, table, rows, returning)
+    """Insert ``rows`` through the driver, in ``conn``'s transaction; with ``returning``, each row's values
+    of those columns, in the order the rows were given."""
     if not conn.in_transaction():  # after a commit: begin as a statement through SQLAlchemy would
         await conn.begin()
     sql, keys, processors = _compiled(conn.dialect, table, tuple(rows[0]), returning)
@@ -126,26 +189,6 @@ _HELD: weakref.WeakKeyDictionary[sa.Connection, list[tuple[sa.Table, list[Mappin
 Part = tuple[sa.Table, tuple[str, ...], int]
 
 
-async def _insert_on_postgresql(
-    conn: AsyncConnection, table: sa.Table, rows: Sequence[Mapping[str, Any]], returning: tuple[str, ...]
-) -> list[Sequence[Any]]:
-    sync = conn.sync_connection
-    assert sync is not None
-    if not returning:
-        _HELD.setdefault(sync, []).append((table, list(rows)))
-        return []
-    held = _HELD.pop(sync, [])
-    if len(rows) != 1:  # RETURNING of several rows: SQLAlchemy's own statement, which answers in order
-        if held:
-            await conn.run_sync(_send, held)
-        result = await conn.execute(insert_statement(table, returning), list(rows))
-        return list(result.all())
-    parts = [*held, (table, list(rows))]
-    sql, sources = _statement(conn.dialect, _shape(parts), returning)
-    result = await conn.exec_driver_sql(sql, _values(parts, sources))
-    return list(result.all())
-
-
 def _shape(parts: Sequence[tuple[sa.Table, Sequence[Mapping[str, Any]]]]) -> tuple[Part, ...]:
     return tuple((table, tuple(rows[0]), len(rows)) for table, rows in parts)
 
@@ -166,9 +209,7 @@ def _values(
 
 
 @functools.lru_cache(maxsize=256)  # a shape counts rows: scenarios of every length would grow it unbounded
-def _statement(
-    dialect: Dialect, shape: tuple[Part, ...], returning: tuple[str, ...] = ()
-) -> tuple[str, tuple[Source, ...]]:
+def _statement(dialect: Dialect, shape: tuple[Part, ...]) -> tuple[str, tuple[Source, ...]]:
     """One statement inserting every part of ``shape``: the last as the statement, the others as its
     ``WITH`` clauses; its SQL for ``dialect`` and where each of its parameters comes from, in order.
     Compiled once per shape (tables, columns, numbers of rows)."""
@@ -184,10 +225,7 @@ def _statement(
                 one[column] = sa.bindparam(name, type_=table.c[column].type)
             values.append(one)
         inserts.append(sa.insert(table).values(values))
-    last = inserts[-1]
-    if returning:
-        last = last.returning(*(shape[-1][0].c[name] for name in returning))
-    statement = last.add_cte(*(insert.cte(f"held_{i}") for i, insert in enumerate(inserts[:-1])))
+    statement = inserts[-1].add_cte(*(insert.cte(f"held_{i}") for i, insert in enumerate(inserts[:-1])))
     compiled = statement.compile(dialect=dialect)
     return str(compiled), tuple(sources[name] for name in compiled.positiontup or ())
 

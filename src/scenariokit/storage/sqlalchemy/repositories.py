@@ -65,7 +65,7 @@ from scenariokit.storage import ports
 from scenariokit.storage.secrets import SecretBox
 
 from . import tables as t
-from .inserts import insert_rows
+from .inserts import insert_numbered, insert_rows
 from .listing import ORDER_COLUMNS, scenario_page
 from .rows import DOCUMENTS, Encrypted, RowMap
 
@@ -765,9 +765,8 @@ class RevisionRepository(ports.RevisionRepository):
             for step, digest in zip(steps, hashes, strict=True)
             if digest not in found
         }
-        # each inserted row answers its hash and seq
-        inserted = await insert_rows(self.conn, bodies, list(missing.values()), returning=("hash", "seq"))
-        found.update({digest: int(seq) for digest, seq in inserted})
+        numbers = await insert_numbered(self.conn, bodies, list(missing.values()))
+        found.update(zip(missing, numbers, strict=True))
         return [found[digest] for digest in hashes]
 
     async def _fields_seq(self, scenario_id: uuid.UUID, content: ScenarioContent, *, first: bool) -> int:
@@ -780,8 +779,8 @@ class RevisionRepository(ports.RevisionRepository):
             if found is not None:
                 return int(found)
         row = {"scenario_id": scenario_id, "hash": digest, "fields": fields_document(content)}
-        [(seq,)] = await insert_rows(self.conn, t.revision_fields, [row], returning=("seq",))
-        return int(seq)
+        [seq] = await insert_numbered(self.conn, t.revision_fields, [row])
+        return seq
 
     async def add(self, revision: Revision) -> None:
         info = revision.info
