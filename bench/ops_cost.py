@@ -41,6 +41,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+from _shared import time_applications
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from aiohttp.typedefs import Handler
@@ -74,19 +75,9 @@ LABELS: dict[int, str] = {}
 LABELLED = ("with", "without", "control")
 
 
-def time_applications() -> None:
-    """Record the CPU every request costs in ``Application._handle``, by instance, into :data:`SAMPLES`."""
-    handle = web.Application._handle
-
-    async def timed(self: web.Application, request: web.Request) -> web.StreamResponse:
-        began = time.process_time()
-        try:
-            return await handle(self, request)
-        finally:
-            key = (LABELS.get(id(self), "?"), request.method)
-            SAMPLES.setdefault(key, []).append((time.process_time() - began) * 1000)
-
-    web.Application._handle = timed  # type: ignore[method-assign]
+def record_cpu(app: web.Application, request: web.Request, milliseconds: float) -> None:
+    """Keep one request's CPU in the application, by instance and method, in :data:`SAMPLES`."""
+    SAMPLES.setdefault((LABELS.get(id(app), "?"), request.method), []).append(milliseconds)
 
 
 def leave_out_audit() -> None:
@@ -149,7 +140,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=400, help="requests to each instance")
     args = parser.parse_args()
-    time_applications()
+    time_applications(record_cpu, time.process_time)
     leave_out_audit()
     print(f"load average at the start: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -18,9 +18,9 @@ import asyncio
 import cProfile
 import statistics
 import tempfile
-import time
 
 import aiohttp
+from _shared import time_applications
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
@@ -34,18 +34,9 @@ from scenariokit_server.boundary import server_options
 SAMPLES: dict[str, list[float]] = {}
 
 
-def time_applications() -> None:
-    """Record the time every request spends in ``Application._handle`` into :data:`SAMPLES`."""
-    handle = web.Application._handle
-
-    async def timed(self: web.Application, request: web.Request) -> web.StreamResponse:
-        began = time.perf_counter()
-        try:
-            return await handle(self, request)
-        finally:
-            SAMPLES.setdefault(request.method, []).append((time.perf_counter() - began) * 1000)
-
-    web.Application._handle = timed  # type: ignore[method-assign]
+def record_time(app: web.Application, request: web.Request, milliseconds: float) -> None:
+    """Keep one request's time in the application, by method, in :data:`SAMPLES`."""
+    SAMPLES.setdefault(request.method, []).append(milliseconds)
 
 
 async def measure(
@@ -95,7 +86,7 @@ async def main() -> None:
     parser.add_argument("--profile", default=None, help="write a cProfile of the timed requests here")
     parser.add_argument("--postgres", default=None, help="a PostgreSQL URL (default: SQLite)")
     args = parser.parse_args()
-    time_applications()
+    time_applications(record_time)
     if args.postgres:
         async with postgres_schema(args.postgres) as url:
             if url is None:
