@@ -177,6 +177,11 @@ class ForkRequest:
 
 #: the largest report the parent reads (a saved session's storage state is the big one)
 MAX_REPORT_BYTES = 64 * 1024 * 1024
+#: What a worker writes to its stdout and stderr just before it reports a run's outcome: the pool
+#: reads each stream on a thread of its own, apart from the reports, so a line step code wrote could
+#: reach it after the outcome; with this mark it knows when it has all of them. One ``write`` (under
+#: ``PIPE_BUF``: never split by another process's output), ending a line.
+OUTPUT_END = b"\x1escenariokit: the run's output ends here\n"
 #: the largest command a worker reads (a job holds the saved session it starts from)
 MAX_COMMAND_BYTES = 128 * 1024 * 1024
 #: a frame's length, before it on the socket

@@ -117,6 +117,8 @@ RELEASE_WAIT_SECONDS = 10.0
 RESPAWN_DELAY_SECONDS = 1.0
 #: seconds the pool gives the filling of the driver's compile cache
 NODE_CACHE_SECONDS = 120.0
+#: seconds the pool waits, once a run's outcome came, for the lines its worker wrote before it
+OUTPUT_DRAIN_SECONDS = 2.0
 #: warm workers kept beyond ``size``: when runs queue up, the next one finds a worker up more often
 #: (a worker starts in about as long as a short run takes; ``bench/runs.py`` measured this on 2 cores)
 WARM_SPARES = 1
@@ -141,10 +143,19 @@ def _node_failure(code: int | None, stderr: str) -> str:
     return f"node exited with {code}: {said.lstrip('# ')[:500]}"
 
 
+@attrs.frozen
+class OutputEnd:
+    """The worker's stdout or stderr has given everything it wrote before its run's outcome."""
+
+    stream: Stream
+
+
 @attrs.define
 class _ActiveRun:
     job: RunJob
-    inbox: asyncio.Queue[RunEvent | WorkerGone | None] = attrs.field(factory=asyncio.Queue)
+    inbox: asyncio.Queue[RunEvent | WorkerGone | OutputEnd | None] = attrs.field(factory=asyncio.Queue)
+    #: the worker's streams whose end mark has come
+    ended: set[Stream] = attrs.field(factory=set)
     cancelled: asyncio.Event = attrs.field(factory=asyncio.Event)
     worker: WorkerHandle | None = None
     holds_slot: bool = False
@@ -540,7 +551,7 @@ class WorkerPool:
         worker = WorkerHandle(self._launch)
         self._workers.add(worker)
         try:
-            await worker.start(self._route, self._output)
+            await worker.start(self._route, self._output, self._output_end)
         except BaseException:
             self._workers.discard(worker)
             raise
@@ -624,6 +635,12 @@ class WorkerPool:
             run.inbox.put_nowait(LogEvent(at=utcnow(), level=level, message=text, step_id=None))
             return
         logger.info("worker %s %s: %s", worker.pid, stream, mask_text(text, worker.secrets))
+
+    def _output_end(self, worker: WorkerHandle, stream: Stream) -> None:
+        """A worker's stream gave every line it wrote before its run's outcome (see :meth:`_drain`)."""
+        run = self._active.get(worker.current_run) if worker.current_run else None
+        if run is not None and run.worker is worker:
+            run.inbox.put_nowait(OutputEnd(stream))
 
     async def _session_closed(self, released: SessionReleased) -> None:
         owner = self._session_owner.pop(released.run_id, None)
@@ -767,6 +784,9 @@ class WorkerPool:
             if item is None:  # a cancel request: only the deadlines change
                 watch.cancel_requested()
                 continue
+            if isinstance(item, OutputEnd):
+                run.ended.add(item.stream)
+                continue
             if isinstance(item, WorkerGone):
                 killed = item.exitcode == -signal.SIGKILL
                 kind = RunErrorKind.WORKER_LOST if killed else RunErrorKind.ERROR
@@ -786,6 +806,7 @@ class WorkerPool:
                 worker.sessions.add(job.run_id)
                 self._session_owner[job.run_id] = worker
             if isinstance(item, RunFinished):
+                await self._drain(worker, run, on_event)
                 for line in masker.flush():
                     await on_event(line)
                 if item.status == "fail":
@@ -794,6 +815,29 @@ class WorkerPool:
             await on_event(item)
             if isinstance(item, RunFinished):
                 return item
+
+    async def _drain(self, worker: WorkerHandle, run: _ActiveRun, on_event: EventCallback) -> None:
+        """Forward the lines the worker wrote to its stdout and stderr before its outcome.
+
+        Each stream is read on a thread of its own, apart from the reports, so a line can reach the
+        pool after the outcome. The worker marks each stream's end before it reports the outcome; this
+        waits for the marks (at most :data:`OUTPUT_DRAIN_SECONDS`: step code may have closed a stream,
+        or written a line longer than the pool reads at once), forwarding the lines before them.
+        """
+        waiting = set(worker.read_streams) - run.ended
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(OUTPUT_DRAIN_SECONDS):
+                while waiting:
+                    item = await run.inbox.get()
+                    if isinstance(item, OutputEnd):
+                        waiting.discard(item.stream)
+                    elif isinstance(item, LogEvent):
+                        for line in run.masker.push(item):
+                            await on_event(line)
+                    # anything else (a cancel request, the worker's exit) changes nothing now
+        if waiting:
+            streams = " and ".join(sorted(waiting))
+            logger.debug("run %s: no end mark on the worker's %s", run.job.run_id, streams)
 
     async def _collect(
         self, worker: WorkerHandle, run: _ActiveRun, name: str, on_event: EventCallback

@@ -50,6 +50,7 @@ from scenariokit.runner.confinement.sandbox import (
 from scenariokit.runner.confinement.zygote import FORK_SECONDS, ForkedWorker, Zygote, ZygoteUnavailable
 from scenariokit.runner.protocol import (
     MAX_REPORT_BYTES,
+    OUTPUT_END,
     REPORT_TYPES,
     Channel,
     Command,
@@ -124,6 +125,8 @@ class WorkerHandle:
         self._bubblewrap = False
         #: the output streams reader threads read, by id: they close them (see :func:`_close_pipes`)
         self._read_by_threads: set[int] = set()
+        #: the output streams read from the worker (an end mark comes on each)
+        self.read_streams: frozenset[Stream] = frozenset()
         #: the worker's private directory on this side, and as the worker sees it
         self.run_dir: Path | None = None
         self.inner_dir: str | None = None
@@ -165,8 +168,14 @@ class WorkerHandle:
         self,
         on_report: Callable[[WorkerHandle, Report | WorkerGone], None],
         on_output: Callable[[WorkerHandle, Stream, str], None],
+        on_output_end: Callable[[WorkerHandle, Stream], None] | None = None,
     ) -> None:
-        """Start the process and wait until it is ready; raises RuntimeError when it does not get there."""
+        """Start the process and wait until it is ready; raises RuntimeError when it does not get there.
+
+        ``on_output`` gets each line the worker writes to its stdout or stderr; ``on_output_end`` a
+        stream's end mark (:data:`~scenariokit.runner.protocol.OUTPUT_END`, or its end of file), after
+        every line before it. :attr:`read_streams` names the streams read.
+        """
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
         launch = self._launch
@@ -206,10 +215,12 @@ class WorkerHandle:
 
         threading.Thread(target=self._read, args=(loop, deliver), name="worker-pipe", daemon=True).start()
         self._read_by_threads = {id(stream) for stream in outputs}  # theirs to close (see _close_pipes)
-        for name, stream in zip(("stdout", "stderr"), outputs, strict=True):
+        names: tuple[Stream, Stream] = ("stdout", "stderr")
+        self.read_streams = frozenset(name for name, stream in zip(names, outputs, strict=True) if stream)
+        for name, stream in zip(names, outputs, strict=True):
             threading.Thread(
                 target=self._read_output,
-                args=(loop, name, stream, on_output),
+                args=(loop, name, stream, on_output, on_output_end),
                 name=f"worker-{name}",
                 daemon=True,
             ).start()
@@ -378,17 +389,24 @@ class WorkerHandle:
         name: Stream,
         stream: IO[bytes] | None,
         on_output: Callable[[WorkerHandle, Stream, str], None],
+        on_output_end: Callable[[WorkerHandle, Stream], None] | None,
     ) -> None:
-        """Output reader thread: each line the worker writes goes to the pool (and on to the run log)."""
+        """Output reader thread: each line the worker writes goes to the pool (and on to the run log);
+        the worker's end mark, and the end of the stream, go to ``on_output_end``, in order with them."""
         if stream is None:
             return
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, RuntimeError):  # RuntimeError: the loop closed
             while line := stream.readline(MAX_OUTPUT_LINE):
-                text = line.decode("utf-8", "replace").rstrip("\n")
-                try:
+                ended = line.endswith(OUTPUT_END)
+                if ended:  # after a line step code left unfinished, or alone
+                    line = line[: -len(OUTPUT_END)]
+                if line:
+                    text = line.decode("utf-8", "replace").rstrip("\n")
                     loop.call_soon_threadsafe(on_output, self, name, text)
-                except RuntimeError:
-                    break
+                if ended and on_output_end is not None:
+                    loop.call_soon_threadsafe(on_output_end, self, name)
+            if on_output_end is not None:  # nothing more can come
+                loop.call_soon_threadsafe(on_output_end, self, name)
         with contextlib.suppress(OSError):
             stream.close()
 

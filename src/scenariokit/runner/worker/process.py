@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -24,7 +25,7 @@ from typing import Any
 
 from playwright.async_api import async_playwright
 
-from scenariokit.domain.job import RunEvent, RunJob, SessionReleased
+from scenariokit.domain.job import RunEvent, RunFinished, RunJob, SessionReleased
 from scenariokit.domain.model import RunError, RunErrorKind, utcnow
 from scenariokit.runner.confinement.driver_zygote import use_forked_drivers
 from scenariokit.runner.confinement.processes import become_subreaper, process_tree
@@ -32,6 +33,7 @@ from scenariokit.runner.confinement.sandbox import apply_limits
 from scenariokit.runner.protocol import (
     COMMAND_TYPES,
     MAX_COMMAND_BYTES,
+    OUTPUT_END,
     AuthoringExec,
     AuthoringLook,
     CancelRun,
@@ -244,6 +246,8 @@ class Worker:
         self._inbox.put_nowait(Shutdown())
 
     def _report(self, job: RunJob, event: RunEvent) -> None:
+        if isinstance(event, RunFinished):
+            mark_output_end()
         self._send(RunReport(run_id=job.run_id, event=mask_event(event, job.secrets)))
 
     # --- the browser -----------------------------------------------------------------------------
@@ -363,3 +367,17 @@ async def _close_context(context: Any) -> None:
     with contextlib.suppress(Exception):
         async with asyncio.timeout(BROWSER_CALL_TIMEOUT_SECONDS):
             await context.close()
+
+
+def mark_output_end() -> None:
+    """Write :data:`OUTPUT_END` to this process's stdout and stderr, after what Python still buffers:
+    the pool forwards every line before it to the run's log before it takes the outcome.
+
+    A stream step code closed or broke gets nothing: the pool then waits a moment, not for ever.
+    """
+    for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):
+        with contextlib.suppress(Exception):  # step code may have replaced or closed the stream
+            if stream is not None:
+                stream.flush()
+        with contextlib.suppress(OSError):
+            os.write(fd, OUTPUT_END)
