@@ -14,9 +14,8 @@ import time
 from typing import IO, Any
 
 import pytest
-from test_executor import logs, marked_sandbox
+from test_executor import JobFactory, Runner, logs, marked_sandbox
 
-from scenariokit.domain.job import RunEvent
 from scenariokit.runner.parent.executor import WorkerPool
 from scenariokit.runner.parent.worker_handle import WorkerHandle
 from scenariokit.runner.protocol import OUTPUT_END
@@ -43,7 +42,7 @@ class SlowStream:
 
 
 async def test_lines_written_straight_to_the_output_come_before_the_outcome(
-    make_job: Any, monkeypatch: pytest.MonkeyPatch
+    run: Runner, make_job: JobFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reading = WorkerHandle._read_output
 
@@ -55,16 +54,11 @@ async def test_lines_written_straight_to_the_output_come_before_the_outcome(
         "import os\nos.write(1, b'fd1 late\\n')\nos.write(2, b'fd2 late\\n')\n"
         "os.write(2, b'no newline at the end')"
     )
-    pool = WorkerPool(1, sandbox=marked_sandbox())
+    pool = WorkerPool(1, sandbox=marked_sandbox())  # its workers start after the patch
     await pool.start()
     try:
-        events: list[RunEvent] = []
-
-        async def collect(event: RunEvent) -> None:
-            events.append(event)
-
         began = time.perf_counter()
-        outcome = await pool.execute(job, collect)
+        outcome, events = await run(job, on=pool)
         took = time.perf_counter() - began
     finally:
         await pool.close()
