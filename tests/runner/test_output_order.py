@@ -70,3 +70,24 @@ async def test_lines_written_straight_to_the_output_come_before_the_outcome(
     assert not [line for line in lines if OUTPUT_END.decode().strip() in line], lines
     assert events[-1] is outcome
     assert took < 10, "the pool waits for the marks, not for its limit"
+
+
+async def test_a_step_that_forges_the_end_mark_ends_nothing_but_its_own_wait(
+    run: Runner, make_job: JobFactory
+) -> None:
+    # raw writes of the mark: the pool may stop waiting early, for this step's own lines only
+    job = make_job(
+        f"import os\nos.write(2, {OUTPUT_END!r})\nos.write(1, b'half' + {OUTPUT_END!r})\n"
+        "log('after the forgery')",
+        "os.write(2, b'second step\\n')",
+    )
+
+    outcome, events = await run(job)
+
+    assert outcome.status == "pass", outcome.error
+    lines = logs(events)
+    # its raw lines may now come after the outcome (the forged marks ended the wait for them), its
+    # log lines go with its reports; no mark is ever a line
+    assert "after the forgery" in lines, lines
+    assert not [line for line in lines if OUTPUT_END.decode().strip() in line], lines  # never a line
+    assert events[-1] is outcome

@@ -219,7 +219,7 @@ async def test_numbers_drawn_ahead_are_drawn_a_block_at_a_time_and_never_given_t
             revision = await mine.revisions.get(scenario.id, 1)
             assert revision.content.name == scenario.name
             assert [step.exec_code for step in revision.content.steps] == ["step = 0", "step = 1", "step = 2"]
-        # a number drawn by one engine and lost (its process ended) is skipped: the other goes on
+        # interleaved with the other's, an engine goes on taking its own block's numbers
         edited = await theirs.scenarios.update(made[1].id, {"steps": [{"execCode": "step = 9"}]})
         assert [step.exec_code for step in edited.steps] == ["step = 9"]
     finally:
