@@ -1,29 +1,34 @@
 """What scoped tokens, ``/metrics``' request timing and the audit log add to a request of the dashboard mix.
 
-Two instances of the real application (``create_app``) on aiohttp's test servers in one process, each
-over a SQLite file of its own with 200 scenarios of two steps:
+Three instances of the real server, each over a SQLite file of its own with 200 scenarios of two steps:
 
 - *with*: as a team runs it: ``SCENARIOKIT_API_TOKENS`` holds a named ``write`` token and every
   request carries it (the scope check), the metrics middleware times every request into
   ``scenariokit_http_request_duration_seconds``, and every create writes its audit entry;
-- *without*: the same application with the three taken out: no tokens, the metrics and scope
-  middlewares removed from its middleware list, and its creates write no audit entry (a middleware of
-  its own says so; it costs the *without* side, so the share printed is if anything too small).
-
+- *without*: the same server with the three taken out: no tokens, no scope or metrics middleware,
+  and its creates write no audit entry;
 - *control*: a second *without*, alike in every way: what it reads against the first is the bench's
   own noise and bias (which instance was made first, its file, its place in memory), the floor under
   which a share means nothing.
 
 Requests go to the three in turn, one at a time (three pages of 20 scenarios, then a create with two
 steps, the dashboard's mix), the order rotated through all six for each kind of request, so all see
-the same machine at the same moments. The CPU each request
-costs inside the application (``Application._handle``: every middleware, the view, the store, the
-JSON; ``time.process_time``, while the client waits) is recorded per instance. The HTTP parsing and
-writing around it is the same for both and left out. Prints the median per page and per create, the
-mix (75% pages, 25% creates) and the share the team operations add to it, against the 5% target,
+the same machine at the same moments. Measured twice:
+
+1. *In the application*: the three applications (``create_app``) on aiohttp's test servers in this
+   process. The CPU each request costs inside ``Application._handle`` (every middleware, the view,
+   the store, the JSON; ``time.process_time`` while the client waits) is recorded per instance, and
+   the medians of pages and creates make the mix. The HTTP parsing and writing around it is left out:
+   the finest view of the three's own cost, and the largest share of it.
+2. *The whole server*: three ``scenariokit serve`` processes (*without* and *control* are
+   ``bench/api.py --serve-without-ops``), the scheduler off. Each process's whole CPU over the rounds
+   (from ``/proc``: HTTP, the access log, the store's thread, everything a request costs it, exact to
+   10 ms over seconds of CPU), divided by the requests: what caps the requests a second a user gets.
+
+Each prints the mix's CPU per instance and the share the team operations add, against the 5% target,
 with the control's share beside it.
 
-    python bench/ops_cost.py [--rounds 400]
+    python bench/ops_cost.py [--rounds 400] [--server-rounds 3000]
 """
 
 from __future__ import annotations
@@ -35,13 +40,15 @@ import contextvars
 import itertools
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _shared import time_applications
+from _shared import process_seconds, scenariokit_serve, time_applications
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from aiohttp.typedefs import Handler
@@ -56,6 +63,7 @@ from api import (
     OPS_TOKEN,
     OPS_TOKENS,
     TARGET_OPS_SHARE,
+    THIS_FILE,
     create_body,
     seed,
 )
@@ -136,13 +144,20 @@ async def request(http: aiohttp.ClientSession, index: int) -> None:
             raise SystemExit(f"{answer.method} answered {answer.status}: {await answer.text()}")
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=400, help="requests to each instance")
-    args = parser.parse_args()
+async def in_turn(clients: tuple[aiohttp.ClientSession, ...], rounds: int) -> None:
+    """``rounds`` requests of the mix to each client, one at a time, in every order in turn."""
+    orders = list(itertools.permutations(clients))
+    for index in range(rounds):
+        # the order rotates for each kind of request: a create is every fourth request, so a rotation
+        # by index alone would send every create through the same few orders
+        for http in orders[(index + index // 4) % len(orders)]:
+            await request(http, 1000 + index)
+
+
+async def in_the_application(rounds: int) -> dict[str, float]:
+    """The mix's CPU in the application (medians of pages and creates), by instance; prints the medians."""
     time_applications(record_cpu, time.process_time)
     leave_out_audit()
-    print(f"load average at the start: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as tmp:
         async with (
             instance("with", tmp, ops=True) as (with_ops, _),
@@ -154,27 +169,73 @@ async def main() -> None:
                 for http in instances:
                     await request(http, index)
             SAMPLES.clear()
-            orders = list(itertools.permutations(instances))
-            for index in range(args.rounds):
-                # the order rotates for each kind of request: a create is every fourth request, so a
-                # rotation by index alone would send every create through the same few orders
-                for http in orders[(index + index // 4) % len(orders)]:
-                    await request(http, 1000 + index)
+            await in_turn(instances, rounds)
     medians = {key: statistics.median(values) for key, values in SAMPLES.items()}
-    mix = {
-        label: (1 - CREATE_SHARE) * medians[(label, "GET")] + CREATE_SHARE * medians[(label, "POST")]
-        for label in LABELLED
-    }
-    share = mix["with"] / mix["without"] - 1
-    noise = mix["control"] / mix["without"] - 1
-    print(f"{args.rounds} requests to each (75% pages, 25% creates), CPU in the application, medians:")
+    print(f"{rounds} requests to each (75% pages, 25% creates), CPU in the application, medians:")
+    mix = {}
     for label in LABELLED:
         page, create = medians[(label, "GET")], medians[(label, "POST")]
+        mix[label] = (1 - CREATE_SHARE) * page + CREATE_SHARE * create
         print(f"  {label:8s} a page {page:.3f} ms, a create {create:.3f} ms, the mix {mix[label]:.3f} ms")
-    verdict = "met" if share <= TARGET_OPS_SHARE else "NOT met"
-    print(f"scoped tokens, /metrics' request timing and the audit log add {share:+.1%} to a request of the"
-          f" mix (target ≤ +{TARGET_OPS_SHARE:.0%}: {verdict}); the control, alike to 'without', reads"
-          f" {noise:+.1%}: the bench's own noise and bias")  # fmt: skip
+    return mix
+
+
+async def whole_servers(rounds: int) -> dict[str, float]:
+    """The CPU a request of the mix costs each of three ``scenariokit serve`` processes, all of it (HTTP,
+    the access log, the store's thread): the same three instances, each a server of its own."""
+    env = {"SCENARIOKIT_RUN_SCHEDULER": "false"}
+    async with contextlib.AsyncExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        pids, clients = [], []
+        for label in LABELLED:
+            (tmp / label).mkdir()
+            if label == "with":
+                headers = {"Authorization": f"Bearer {OPS_TOKEN}"}
+                ops_env = {**env, "SCENARIOKIT_API_TOKENS": OPS_TOKENS}
+                served = scenariokit_serve(tmp / label, settle=0.2, env_extra=ops_env)
+            else:  # api.py's server with the three taken out
+                headers = {}
+                command = (sys.executable, THIS_FILE, "--serve-without-ops")
+                served = scenariokit_serve(tmp / label, settle=0.2, env_extra=env, command=command)
+            server = await stack.enter_async_context(served)
+            await seed(server.url, 200, headers or None)
+            client = aiohttp.ClientSession(server.url, headers=headers)
+            clients.append(await stack.enter_async_context(client))
+            pids.append(server.pid)
+        for index in range(40):
+            for http in clients:
+                await request(http, index)
+        began = [process_seconds(pid) for pid in pids]
+        await in_turn(tuple(clients), rounds)
+        spent = [process_seconds(pid) - before for pid, before in zip(pids, began, strict=True)]
+    print(f"{rounds} requests to each of three servers, the server process's whole CPU (from /proc):")
+    mix = {}
+    for label, seconds in zip(LABELLED, spent, strict=True):
+        mix[label] = seconds * 1000 / rounds
+        print(f"  {label:8s} the mix {mix[label]:.3f} ms a request")
+    return mix
+
+
+def verdict(where: str, mix: dict[str, float]) -> None:
+    """The share the team operations add to ``mix``, against the target, with the control's beside it."""
+    share = mix["with"] / mix["without"] - 1
+    noise = mix["control"] / mix["without"] - 1
+    met = "met" if share <= TARGET_OPS_SHARE else "NOT met"
+    print(f"{where}: scoped tokens, /metrics' request timing and the audit log add {share:+.1%} to a request"
+          f" of the mix (target ≤ +{TARGET_OPS_SHARE:.0%}: {met}); the control, alike to 'without',"
+          f" reads {noise:+.1%}: the bench's own noise and bias")  # fmt: skip
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=400, help="requests to each application")
+    parser.add_argument("--server-rounds", type=int, default=3000, help="requests to each whole server")
+    args = parser.parse_args()
+    print(f"load average at the start: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    application = await in_the_application(args.rounds)
+    servers = await whole_servers(args.server_rounds)
+    verdict("in the application", application)
+    verdict("the whole server", servers)
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 

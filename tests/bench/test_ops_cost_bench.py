@@ -1,5 +1,6 @@
 """bench/ops_cost.py measures three real applications in turn: with the team operations, without, and a
-control alike to 'without' whose share is the bench's own noise."""
+control alike to 'without' whose share is the bench's own noise; first inside the application, then as
+three whole ``scenariokit serve`` processes."""
 
 from __future__ import annotations
 
@@ -13,13 +14,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_share_is_printed_with_the_control_s_beside_it(tmp_path: Path) -> None:
     answer = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "ops_cost.py"), "--rounds", "12"],
+        [sys.executable, str(ROOT / "bench" / "ops_cost.py"), "--rounds", "12", "--server-rounds", "12"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert answer.returncode == 0, answer.stderr
     lines = answer.stdout.splitlines()
     medians = [line.split()[0] for line in lines if "a page " in line and "a create " in line]
     assert medians == ["with", "without", "control"], answer.stdout
-    [share] = [line for line in lines if line.startswith("scoped tokens, /metrics' request timing")]
-    assert re.search(r"add [+-]\d+\.\d% to a request of the mix \(target ≤ \+5%: (met|NOT met)\)", share)
-    assert re.search(r"the control, alike to 'without', reads [+-]\d+\.\d%", share), share
+    servers = [line.split()[0] for line in lines if re.search(r"the mix \d+\.\d+ ms a request$", line)]
+    assert servers == ["with", "without", "control"], answer.stdout
+    shares = [line for line in lines if "scoped tokens, /metrics' request timing" in line]
+    where = [line.split(":")[0] for line in shares]
+    assert where == ["in the application", "the whole server"], answer.stdout
+    for share in shares:
+        assert re.search(r"add [+-]\d+\.\d% to a request of the mix \(target ≤ \+5%: (met|NOT met)\)", share)
+        assert re.search(r"the control, alike to 'without', reads [+-]\d+\.\d%", share), share
