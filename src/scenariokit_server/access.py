@@ -35,6 +35,8 @@ REALM = "scenariokit"
 PROTECTED_PREFIXES = (API_PREFIX, "/mcp", "/metrics")
 
 READ, RUN, WRITE, ADMIN = Scope.READ, Scope.RUN, Scope.WRITE, Scope.ADMIN
+#: The doors a request comes through.
+DOORS: tuple[Door, ...] = ("rest", "mcp")
 #: No token needed: the service's health, its documentation and the trace viewer's own files.
 OPEN = None
 
@@ -205,8 +207,9 @@ def needed_scope(request: web.Request) -> Scope | None:
     return needed
 
 
-def token_of(header: str, tokens: tuple[ApiToken, ...]) -> ApiToken | None:
-    """The token an ``Authorization: Bearer`` header carries, when it is one of ``tokens``.
+def token_of(header: str, secrets: list[tuple[bytes, ApiToken]]) -> ApiToken | None:
+    """The token an ``Authorization: Bearer`` header carries, when its secret is one of ``secrets``
+    (each token with its secret encoded, once for all requests).
 
     Every token is compared, so the time taken says nothing of which one matched.
     """
@@ -215,8 +218,8 @@ def token_of(header: str, tokens: tuple[ApiToken, ...]) -> ApiToken | None:
         return None
     candidate = given.strip().encode()
     found = None
-    for token in tokens:
-        if hmac.compare_digest(candidate, token.secret.encode()):
+    for secret, token in secrets:
+        if hmac.compare_digest(candidate, secret):
             found = token
     return found
 
@@ -239,15 +242,19 @@ def authorize(settings: Settings, links: ArtifactLinks | None = None) -> Middlew
     """
     tokens = settings.tokens
     links = links or ArtifactLinks()
+    secrets = [(token.secret.encode(), token) for token in tokens]
+    # Who is calling, made once for each door and token: a request only picks its own.
+    tokenless = {door: Caller(door=door, scope=READ if tokens else None) for door in DOORS}
+    bearers = {id(token): {door: Caller(door, token.name, token.scope) for door in DOORS} for token in tokens}
 
     @web.middleware
     async def authorize_request(request: web.Request, handler: Handler) -> web.StreamResponse:
         door: Door = "mcp" if request.path.startswith("/mcp") else "rest"
-        token: ApiToken | None = None
+        caller = tokenless[door]
         if tokens and request.method != "OPTIONS":
             needed = needed_scope(request)
             if needed is not OPEN:
-                token = token_of(request.headers.get("Authorization", ""), tokens)
+                token = token_of(request.headers.get("Authorization", ""), secrets)
                 if token is None:
                     if is_report_page(request.path):
                         return token_page()
@@ -258,11 +265,8 @@ def authorize(settings: Settings, links: ArtifactLinks | None = None) -> Middlew
                         )
                 elif not token.allows(needed):
                     return scope_problem(needed, token)
-        caller = Caller(
-            door=door,
-            token_name=token.name if token else None,
-            scope=token.scope if token else (None if not tokens else READ),
-        )
+                else:
+                    caller = bearers[id(token)][door]
         request[keys.CALLER] = caller
         with calling_as(caller):
             return await handler(request)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
+from aiohttp.web_urldispatcher import AbstractResource
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -67,9 +68,9 @@ class ServiceMetrics:
             buckets=HTTP_BUCKETS,
             registry=self.registry,
         )
-        #: the request histogram's series by (route, method, status), looked up once each: ``labels()``
-        #: checks and locks on every call, a third of what timing a request cost
-        self._http_series: dict[tuple[str, str, int], Histogram] = {}
+        #: the request histogram's series by (route's resource, method, status), looked up once each:
+        #: ``labels()`` checks and locks on every call, a third of what timing a request cost
+        self._http_series: dict[tuple[AbstractResource | None, str, int], Histogram] = {}
         # Every outcome exists from the start at 0, so increase() and alerts see the first one.
         self.runs.labels(RunStatus.PASS.value, NO_ERROR)
         for kind in RunErrorKind:
@@ -87,12 +88,14 @@ class ServiceMetrics:
         if run.duration_ms is not None:
             self.run_duration.observe(run.duration_ms / 1000)
 
-    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        """Record one answered request."""
-        method = method if method in KNOWN_METHODS else "OTHER"
-        key = (route, method, status)  # a bounded set: route templates, known methods, statuses
+    def observe_request(self, request: web.Request, status: int, seconds: float) -> None:
+        """Record one answered request, under its route template (never its path), method and status."""
+        resource = request.match_info.route.resource
+        method = request.method if request.method in KNOWN_METHODS else "OTHER"
+        key = (resource, method, status)  # a bounded set: the routes' resources, known methods, statuses
         series = self._http_series.get(key)
         if series is None:
+            route = resource.canonical if resource is not None else UNMATCHED_ROUTE
             series = self._http_series[key] = self.http.labels(route, method, str(status))
         series.observe(seconds)
 
@@ -180,12 +183,6 @@ def _worker_counts(scheduler: Scheduler | None) -> list[tuple[str, int]]:
     return [("idle", pool.ready_workers), ("busy", pool.busy_workers), ("session", pool.session_workers)]
 
 
-def route_label(request: web.Request) -> str:
-    """The route template a request matched (``/api/v1/run/{id}``), or :data:`UNMATCHED_ROUTE`."""
-    resource = request.match_info.route.resource
-    return resource.canonical if resource is not None else UNMATCHED_ROUTE
-
-
 def measure_requests(metrics: ServiceMetrics) -> Middleware:
     """A middleware timing every request into ``scenariokit_http_request_duration_seconds``.
 
@@ -196,22 +193,17 @@ def measure_requests(metrics: ServiceMetrics) -> Middleware:
     @web.middleware
     async def time_request(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
-
-        def observe(status: int) -> None:
-            seconds = time.perf_counter() - started
-            metrics.observe_request(route_label(request), request.method, status, seconds)
-
         try:
             response = await handler(request)
         except web.HTTPException as exc:
-            observe(exc.status)
+            metrics.observe_request(request, exc.status, time.perf_counter() - started)
             raise
         except asyncio.CancelledError:
             raise
         except Exception:
-            observe(500)
+            metrics.observe_request(request, 500, time.perf_counter() - started)
             raise
-        observe(response.status)
+        metrics.observe_request(request, response.status, time.perf_counter() - started)
         return response
 
     return time_request

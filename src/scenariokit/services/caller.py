@@ -8,9 +8,7 @@ a call that no door wrapped is the library's (``door="library"``, no token).
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-from collections.abc import Iterator
 from typing import Literal
 
 import attrs
@@ -50,11 +48,20 @@ def current_token_name() -> str | None:
     return _CALLER.get().token_name
 
 
-@contextlib.contextmanager
-def calling_as(caller: Caller) -> Iterator[Caller]:
-    """Make ``caller`` the current caller for the code inside the block (this task and tasks it starts)."""
-    reset = _CALLER.set(caller)
-    try:
-        yield caller
-    finally:
-        _CALLER.reset(reset)
+class calling_as:  # used as a function: ``with calling_as(caller):``
+    """Make ``caller`` the current caller for the code inside the block (this task and tasks it starts).
+
+    A class rather than a generator: every request enters it, and this costs a third as much.
+    """
+
+    __slots__ = ("_caller", "_reset")
+
+    def __init__(self, caller: Caller) -> None:
+        self._caller = caller
+
+    def __enter__(self) -> Caller:
+        self._reset = _CALLER.set(self._caller)
+        return self._caller
+
+    def __exit__(self, *exc_info: object) -> None:
+        _CALLER.reset(self._reset)
