@@ -108,7 +108,7 @@ async def test_a_run_passes_without_the_capability_and_the_log_says_what_was_lef
         zygote_module.pidfd_problem.cache_clear()
 
 
-def test_bubblewrap_required_names_why_it_cannot_be_had(
+async def test_bubblewrap_required_names_why_it_cannot_be_had(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     broken = tmp_path / "bwrap"  # a bwrap that cannot make a sandbox here (no user namespaces, say)
