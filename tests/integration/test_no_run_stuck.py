@@ -246,6 +246,41 @@ async def test_timings_kept_for_a_browser_close_that_never_comes_are_dropped(
         if after.id not in running._stored_timings:
             break
         await asyncio.sleep(0.05)
-    assert running._stored_timings == {}  # the held run's were dropped when the next run's were kept
+    assert running._stored_timings == {}  # the held run's were dropped as the next run ended
     timings = (await services.runs.get(held.id)).run.timings
     assert timings is not None and timings.claim_ms is not None  # what was stored stays stored
+
+
+async def test_timings_kept_are_dropped_also_when_the_next_run_keeps_none(
+    running: Scheduler, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The next run's browser closes while its outcome is being stored: its close goes in with the outcome
+    # and it keeps nothing, yet the held run's timings must go as it ends, not wait for a run that keeps.
+    monkeypatch.setattr(scheduler_module, "STORED_TIMINGS_SECONDS", 0.0)
+    scenario_id, env_id = await _scenario(services)
+    queue = {"scenarioId": str(scenario_id), "environmentId": str(env_id)}
+    held = await services.runs.create({**queue, "saveSession": True})
+    assert (await services.runs.wait(held.id, 90)).run.status is RunStatus.PASS
+    assert held.id in running._stored_timings
+    store_outcome = running._store_outcome
+    closed_first: list[bool] = []
+
+    async def slow_store(execution: Any, outcome: Any, timings: Any) -> bool:
+        for _ in range(100):  # until the worker has reported its browser's close
+            if execution.closed is not None:
+                break
+            await asyncio.sleep(0.05)
+        closed_first.append(execution.closed is not None)
+        return await store_outcome(execution, outcome, timings)
+
+    monkeypatch.setattr(running, "_store_outcome", slow_store)
+    after = await services.runs.create(queue)
+    assert (await services.runs.wait(after.id, 90)).run.status is RunStatus.PASS
+    assert closed_first == [True]
+    for _ in range(100):  # the run's end follows its stored outcome by a moment
+        timings = (await services.runs.get(after.id)).run.timings
+        if not running._stored_timings and timings is not None and timings.browser_close_ms is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert running._stored_timings == {}  # the held run's dropped, the next run's never kept
+    assert timings is not None and timings.browser_close_ms is not None  # its close stored all the same

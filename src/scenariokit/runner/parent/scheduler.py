@@ -474,25 +474,30 @@ class Scheduler:
         finally:
             closed = execution.closed
             self._running.pop(execution.run_id, None)  # from here browser_closed writes for itself
+            self._drop_stale_timings()  # at every run's end, whether this one's are kept or not
             if stored is not None and closed is None:
                 self._keep_timings(execution.run_id, stored)  # the close rewrites them as they are
         if closed is not None and closed is not written:
             await self._record_close(closed, stored)
 
     def _keep_timings(self, run_id: uuid.UUID, stored: RunTimings) -> None:
-        """Keep a run's stored timings for its browser's close, dropping those kept too long.
+        """Keep a run's stored timings for its browser's close (:meth:`_drop_stale_timings` ends them)."""
+        self._stored_timings[run_id] = (time.monotonic(), stored)
+
+    def _drop_stale_timings(self) -> None:
+        """Drop the timings kept longer than :data:`STORED_TIMINGS_SECONDS` for a close.
 
         A close follows its run's outcome within a second or two; a run whose worker was stopped
         without one (it crashed, or failed before its browser) never gets one, nor does a held
         session's run whose worker outlived it. What is dropped is only a shortcut: a close that comes
-        after all reads the timings back from the store.
+        after all reads the timings back from the store. Called as each run ends, also one whose close
+        came with its outcome (and so keeps nothing): what one run kept never waits on the next to keep.
         """
         now = time.monotonic()
         for old, (kept_at, _) in list(self._stored_timings.items()):
             if now - kept_at < STORED_TIMINGS_SECONDS:
                 break  # kept in order: the rest are younger
             del self._stored_timings[old]
-        self._stored_timings[run_id] = (now, stored)
 
     async def _store_outcome(
         self, execution: _Execution, outcome: RunFinished, timings: RunTimings | None
