@@ -229,17 +229,26 @@ async def test_the_heartbeat_leaves_a_run_that_just_finished_alone(
     assert [run.finished_at for run in stored if run] == [d.run.finished_at for d in done]
 
 
-async def test_timings_kept_for_a_browser_close_that_never_comes_are_dropped(
+async def _held_session_run(
     running: Scheduler, services: Services, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A run that saves its session keeps its worker (and browser) for the session: no close follows its
-    # outcome, so the timings kept for one would stay as long as the scheduler runs.
+) -> tuple[dict[str, str], Run]:
+    """A passed run that saved its session, its timings kept (none are kept longer than no time at all),
+    and the body that queues another run of its scenario."""
     monkeypatch.setattr(scheduler_module, "STORED_TIMINGS_SECONDS", 0.0)
     scenario_id, env_id = await _scenario(services)
     queue = {"scenarioId": str(scenario_id), "environmentId": str(env_id)}
     held = await services.runs.create({**queue, "saveSession": True})
     assert (await services.runs.wait(held.id, 90)).run.status is RunStatus.PASS
     assert held.id in running._stored_timings  # its browser lives on with the session
+    return queue, held
+
+
+async def test_timings_kept_for_a_browser_close_that_never_comes_are_dropped(
+    running: Scheduler, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run that saves its session keeps its worker (and browser) for the session: no close follows its
+    # outcome, so the timings kept for one would stay as long as the scheduler runs.
+    queue, held = await _held_session_run(running, services, monkeypatch)
     after = await services.runs.create(queue)
     assert (await services.runs.wait(after.id, 90)).run.status is RunStatus.PASS
     for _ in range(100):  # its close is recorded once the worker is stopped, just after the outcome
@@ -256,12 +265,7 @@ async def test_timings_kept_are_dropped_also_when_the_next_run_keeps_none(
 ) -> None:
     # The next run's browser closes while its outcome is being stored: its close goes in with the outcome
     # and it keeps nothing, yet the held run's timings must go as it ends, not wait for a run that keeps.
-    monkeypatch.setattr(scheduler_module, "STORED_TIMINGS_SECONDS", 0.0)
-    scenario_id, env_id = await _scenario(services)
-    queue = {"scenarioId": str(scenario_id), "environmentId": str(env_id)}
-    held = await services.runs.create({**queue, "saveSession": True})
-    assert (await services.runs.wait(held.id, 90)).run.status is RunStatus.PASS
-    assert held.id in running._stored_timings
+    queue, _ = await _held_session_run(running, services, monkeypatch)
     store_outcome = running._store_outcome
     closed_first: list[bool] = []
 
