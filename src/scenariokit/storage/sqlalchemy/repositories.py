@@ -266,6 +266,9 @@ _STEPS_OF = (
     .order_by(t.steps.c.position)
 )
 _DELETE_STEPS = sa.delete(t.steps).where(t.steps.c.id.in_(sa.bindparam("ids", expanding=True)))
+_DELETE_LINKS = sa.delete(t.scenario_credentials).where(
+    t.scenario_credentials.c.scenario_id.in_(sa.bindparam("ids", expanding=True))
+)
 _LINKS_OF = (
     sa.select(t.scenario_credentials)
     .where(t.scenario_credentials.c.scenario_id.in_(sa.bindparam("ids", expanding=True)))
@@ -297,6 +300,15 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
             for row in rows
         ]
 
+    def _step_rows(self, item: Scenario) -> list[dict[str, Any]]:
+        return [{**_STEP_ROWS.to_row(step, self.box), "scenario_id": item.id} for step in item.steps]
+
+    def _link_rows(self, item: Scenario) -> list[dict[str, Any]]:
+        return [
+            {**_LINK_ROWS.to_row(link, self.box), "scenario_id": item.id, "position": i}
+            for i, link in enumerate(item.credentials)
+        ]
+
     async def _write_children(self, item: Scenario) -> None:
         """Write what changed of ``item``'s steps and links against what is stored.
 
@@ -304,40 +316,24 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
         ``steps`` and in its index for every edit, and a scenario edited thousands of times read ever
         slower (docs/deployment.md, "Editing a scenario writes what changed").
         """
-        rows = [{**_STEP_ROWS.to_row(step, self.box), "scenario_id": item.id} for step in item.steps]
+        rows = {row["id"]: row for row in self._step_rows(item)}
         stored = {row.id: row._asdict() for row in await self.conn.execute(_STEPS_OF, {"ids": [item.id]})}
-        gone = [ident for ident in stored if ident not in {row["id"] for row in rows}]
+        gone = [ident for ident in stored if ident not in rows]
         if gone:
             await self.conn.execute(_DELETE_STEPS, {"ids": gone})
-        changed = [row for row in rows if row["id"] in stored and stored[row["id"]] != row]
+        changed = [row for ident, row in rows.items() if ident in stored and stored[ident] != row]
         if changed:
             await self.conn.execute(_update(t.steps), [{**row, "row_id": row["id"]} for row in changed])
-        await insert_rows(self.conn, t.steps, [row for row in rows if row["id"] not in stored])
-        links = [
-            {**_LINK_ROWS.to_row(link, self.box), "scenario_id": item.id, "position": i}
-            for i, link in enumerate(item.credentials)
-        ]
+        await insert_rows(self.conn, t.steps, [row for ident, row in rows.items() if ident not in stored])
+        links = self._link_rows(item)
         stored_links = [row._asdict() for row in await self.conn.execute(_LINKS_OF, {"ids": [item.id]})]
         if stored_links != links:  # a few rows, rarely changed: written again whole
-            await self.conn.execute(
-                sa.delete(t.scenario_credentials).where(t.scenario_credentials.c.scenario_id == item.id)
-            )
+            await self.conn.execute(_DELETE_LINKS, {"ids": [item.id]})
             await insert_rows(self.conn, t.scenario_credentials, links)
 
     async def _insert_children(self, item: Scenario) -> None:
-        await insert_rows(
-            self.conn,
-            t.steps,
-            [{**_STEP_ROWS.to_row(step, self.box), "scenario_id": item.id} for step in item.steps],
-        )
-        await insert_rows(
-            self.conn,
-            t.scenario_credentials,
-            [
-                {**_LINK_ROWS.to_row(link, self.box), "scenario_id": item.id, "position": i}
-                for i, link in enumerate(item.credentials)
-            ],
-        )
+        await insert_rows(self.conn, t.steps, self._step_rows(item))
+        await insert_rows(self.conn, t.scenario_credentials, self._link_rows(item))
 
     async def add(self, item: Scenario) -> None:
         await super().add(item)
