@@ -127,6 +127,10 @@ class WorkerOptions:
     limits: ResourceLimits = attrs.field(factory=ResourceLimits)
     #: where the run writes its screenshots and trace (the pool moves them to the artifacts folder)
     artifacts_dir: Path | None = None
+    #: where the browser keeps downloads and a trace while it records them: a folder on disk in the
+    #: worker's private directory, where its ``TMPDIR`` may be memory (``sandbox.worker_tmp``); None:
+    #: Playwright's own temporary folders
+    files_dir: Path | None = None
 
 
 # --- worker → parent -----------------------------------------------------------------------------

@@ -309,6 +309,21 @@ def sandbox_status(mode: SandboxMode) -> SandboxKind:
 PRIVATE_TMP = Path("/tmp")
 
 
+def worker_tmp(kind: SandboxKind) -> str | None:
+    """A worker's ``TMPDIR`` where it is not its private directory's ``tmp/``: under bubblewrap, the
+    sandbox's own ``/tmp``.
+
+    That is a tmpfs that ends with the sandbox, so Chromium's profile (about fifty files a launch)
+    is made in memory instead of on the disk: on ext4, making files where many were just deleted
+    costs the kernel a scan of the recently freed inodes, and removing them costs the worker's stop
+    (docs/architecture.md, "Where a run's files go"). What may grow large goes to the private
+    directory on disk all the same: the browser's downloads and traces (``WorkerOptions.files_dir``),
+    screenshots and videos (the artifacts folder). Pages written to the tmpfs count against the run's
+    memory limit, like the rest of its memory.
+    """
+    return str(PRIVATE_TMP) if kind == "bubblewrap" else None
+
+
 def _base_flags() -> list[str]:
     return [
         "--ro-bind", "/", "/",
@@ -432,15 +447,23 @@ def _kept(name: str, extra: Iterable[str]) -> bool:
 
 
 def worker_environment(
-    home: str, *, environ: Mapping[str, str] = os.environ, extra: Iterable[str] = ()
+    home: str,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    extra: Iterable[str] = (),
+    tmp: str | None = None,
 ) -> dict[str, str]:
-    """The whole environment of a worker: a few harmless variables, and ``HOME``/``TMPDIR`` private."""
+    """The whole environment of a worker: a few harmless variables, and ``HOME``/``TMPDIR`` private.
+
+    ``TMPDIR`` is ``tmp`` when given (a sandbox's own ``/tmp``: see :func:`worker_tmp`), else the
+    private directory's ``tmp/``.
+    """
     extra = tuple(extra)
     env = {name: value for name, value in environ.items() if _kept(name, extra)}
     env.setdefault("PATH", os.defpath)
     env.setdefault("LANG", "C.UTF-8")
     env["HOME"] = f"{home}/home"
-    env["TMPDIR"] = f"{home}/tmp"
+    env["TMPDIR"] = tmp or f"{home}/tmp"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -632,7 +655,7 @@ def worker_plan(
         cache = str(compile_cache.parent) if compile_cache is not None else ""
         snapshot_dir = str(snapshot) if snapshot is not None else ""
         zygote_dir = str(zygote) if zygote is not None else ""
-    env = worker_environment(inner, extra=config.pass_env)
+    env = worker_environment(inner, extra=config.pass_env, tmp=worker_tmp(kind))
     if compile_cache is not None:
         env[NODE_CACHE_ENV] = cache
     if snapshot is not None:

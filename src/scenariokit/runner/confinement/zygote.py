@@ -319,6 +319,7 @@ class Zygote:
 
 def zygote_environment(kind: SandboxKind, pool_dir: Path, pass_env: Sequence[str]) -> dict[str, str]:
     """The zygote's own environment: a worker's minimal one (each worker it forks takes its own)."""
-    from scenariokit.runner.confinement.sandbox import SANDBOX_RUN_DIR, worker_environment
+    from scenariokit.runner.confinement.sandbox import SANDBOX_RUN_DIR, worker_environment, worker_tmp
 
-    return worker_environment(SANDBOX_RUN_DIR if kind == "bubblewrap" else str(pool_dir), extra=pass_env)
+    home = SANDBOX_RUN_DIR if kind == "bubblewrap" else str(pool_dir)
+    return worker_environment(home, extra=pass_env, tmp=worker_tmp(kind))

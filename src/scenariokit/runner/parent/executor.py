@@ -70,6 +70,7 @@ from scenariokit.runner.confinement.sandbox import (
     sandbox_join_problem,
     seal_node_cache,
     worker_command,
+    worker_tmp,
 )
 from scenariokit.runner.confinement.zygote import (
     Zygote,
@@ -328,14 +329,14 @@ class WorkerPool:
         for them outside any sandbox (the snapshot's build, the driver zygote), so that what the
         driver reads of it while loading is what a worker's driver would read.
 
-        Under bubblewrap every worker's folders are at one path, which this names; without it each run
-        has folders of its own, so this has an empty home under ``home`` and the system's temporary
-        folder, as a run's driver finds none of its own there either.
+        Under bubblewrap every worker's folders are at one path, which this names, and its temporary
+        folder is the sandbox's own ``/tmp``; without it each run has folders of its own, so this has
+        an empty home under ``home`` and the system's temporary folder, as a run's driver finds none of
+        its own there either.
         """
         inner = Path(SANDBOX_RUN_DIR) if kind == "bubblewrap" else home
         env = worker_command("none", inner, self._sandbox, None, 0, node_cache=node_cache).env
-        if kind != "bubblewrap":
-            env["TMPDIR"] = tempfile.gettempdir()
+        env["TMPDIR"] = worker_tmp(kind) or tempfile.gettempdir()
         return env
 
     async def _started_driver_zygote(

@@ -198,7 +198,7 @@ class WorkerHandle:
         if parent_end is None:
             parent_end, outputs = self._exec(uid)
         self._conn = Channel(parent_end)
-        self._conn.send(launch.options)
+        self._conn.send(attrs.evolve(launch.options, files_dir=Path(f"{self.inner_dir}/tmp")))
 
         def deliver(report: Report | WorkerGone) -> None:
             if isinstance(report, WorkerReady):

@@ -256,7 +256,10 @@ class Worker:
         config = self._options.browser
         if config.ws_endpoint:
             return await self._playwright.chromium.connect(config.ws_endpoint)
-        return await self._playwright.chromium.launch(**config.launch_options())
+        options = config.launch_options()
+        if self._options.files_dir is not None:  # large files on disk, not in a sandbox's /tmp
+            options.update(downloads_path=self._options.files_dir, traces_dir=self._options.files_dir)
+        return await self._playwright.chromium.launch(**options)
 
     async def _prepare_page(self, launch: asyncio.Task[Any]) -> None:
         """Open the context and page a run without a saved session starts on, while the worker waits.
