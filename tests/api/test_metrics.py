@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 from api_support import API, Client, ClientFactory, both_backends, created
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from scenariokit_server.metrics import UNMATCHED_ROUTE
+from scenariokit_server.metrics import HTTP_BUCKETS, UNMATCHED_ROUTE, RequestDurations
 
 TOKEN = "metrics-token-0123456789abcdef"
 STORE_SERIES = (
@@ -157,6 +158,55 @@ async def test_requests_are_labelled_by_route_template_never_by_path(client: Cli
     assert (UNMATCHED_ROUTE, "OTHER", "405") in seen  # methods beyond the usual share one label
     for ident in (scenario["id"], run["id"], str(missing), "not-a-uuid", "/no/such"):
         assert ident not in text
+
+
+class Resource:
+    """A route's resource, as far as the request histogram reads it."""
+
+    def __init__(self, canonical: str) -> None:
+        self.canonical = canonical
+
+
+def test_the_request_histogram_writes_what_prometheus_clients_histogram_writes() -> None:
+    page, health = Resource("/api/v1/scenarios"), Resource("/health")
+    requests = [
+        (page, "GET", 200, 0.003),
+        (page, "GET", 200, 0.005),  # on a bound: counted in its bucket (le means <=)
+        (page, "GET", 200, 0.0051),
+        (page, "GET", 200, 60.0),
+        (page, "GET", 200, 61.0),  # past every bound: +Inf only
+        (health, "POST", 201, 0.0),
+        (None, "GET", 404, 0.01),
+    ]
+    theirs = CollectorRegistry(auto_describe=False)
+    histogram = Histogram(
+        RequestDurations.NAME,
+        RequestDurations.HELP,
+        RequestDurations.LABELS,
+        buckets=HTTP_BUCKETS,
+        registry=theirs,
+    )
+    ours = CollectorRegistry(auto_describe=False)
+    durations = RequestDurations(HTTP_BUCKETS)
+    ours.register(durations)
+    for resource, method, status, seconds in requests:
+        route = resource.canonical if resource is not None else UNMATCHED_ROUTE
+        histogram.labels(route, method, str(status)).observe(seconds)
+        durations.observe(resource, method, status, seconds)  # type: ignore[arg-type]
+
+    def without_times(registry: CollectorRegistry) -> list[Sample]:
+        return [
+            s._replace(value=0.0) if s.name.endswith("_created") else s
+            for s in samples(generate_latest(registry).decode())
+        ]
+
+    assert without_times(ours) == without_times(theirs)
+    count = {
+        s.labels["route"]: s.value
+        for s in samples(generate_latest(ours).decode())
+        if s.name.endswith("_count")
+    }
+    assert count == {"/api/v1/scenarios": 5.0, "/health": 1.0, UNMATCHED_ROUTE: 1.0}
 
 
 async def test_with_tokens_metrics_need_one(make_client: ClientFactory) -> None:

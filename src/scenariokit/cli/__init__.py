@@ -559,4 +559,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ScenarioKitError, ValueError, OSError) as exc:
         print(f"scenariokit: {exc}", file=sys.stderr)
         return 2
-

@@ -231,9 +231,7 @@ def _headers(_: Any, attribute: attrs.Attribute[Any], value: dict[str, str] | No
         if not isinstance(key, str) or not HEADER_NAME.match(key):
             raise FieldError(f"{name}.{key}", "is not a valid header name")
         if not isinstance(item, str) or len(item) > 8000 or not HEADER_VALUE.match(item):
-            raise FieldError(
-                f"{name}.{key}", "must be printable ASCII on one line, at most 8000 characters"
-            )
+            raise FieldError(f"{name}.{key}", "must be printable ASCII on one line, at most 8000 characters")
 
 
 def _globs(_: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...] | None) -> None:
