@@ -349,26 +349,37 @@ def prepare_frames() -> int:
     of it passes. A zygote calls this before it forks, so its workers inherit that code instead of
     each writing it again for its first frames (several milliseconds of a worker's CPU).
     """
-    classes = _reachable_classes((*_FRAME_TYPES.values(), *_EVENT_TYPES))
-    # Making one class's code can empty the converter's cache of hooks it found (cattrs registers
-    # the code it made): the second pass finds every one made and keeps them.
-    for _ in range(2):
-        for cls in classes:
-            _WIRE.get_structure_hook(cls)
-            _WIRE.get_unstructure_hook(cls)
-    return len(classes)
+    kinds = _reachable_types((*_FRAME_TYPES.values(), *_EVENT_TYPES))
+    # Making one type's code can empty the converter's cache of hooks it found (cattrs registers the
+    # code it made), so a hook found earlier in a pass may be made again on its first use: passes go
+    # on until one finds every hook as the pass before it did (the cache held them all). Besides the
+    # classes, the other types their fields name (a tuple of steps, say) have hooks of their own.
+    found: list[tuple[Any, Any]] = []
+    for _ in range(PREPARE_PASSES):
+        hooks = [(_WIRE.get_structure_hook(kind), _WIRE.get_unstructure_hook(kind)) for kind in kinds]
+        if hooks == found:
+            break
+        found = hooks
+    return sum(1 for kind in kinds if attrs.has(kind))
 
 
-def _reachable_classes(roots: Iterable[type]) -> list[type]:
-    """``roots`` and every attrs class their fields hold, at any depth (a job's steps, say)."""
-    found: list[type] = []
+#: at most this many passes of :func:`prepare_frames` (two or three suffice)
+PREPARE_PASSES = 5
+
+
+def _reachable_types(roots: Iterable[type]) -> list[Any]:
+    """``roots``, every attrs class their fields hold at any depth (a job's steps, say), and every
+    other type those fields name (``tuple[StepJob, ...]``, ``Path | None``): each has a hook."""
+    found: list[Any] = []
     pending: list[Any] = list(roots)
     while pending:
         kind = pending.pop()
-        if attrs.has(kind) and isinstance(kind, type):
-            if kind in found:
-                continue
-            found.append(kind)
+        if not (isinstance(kind, type) or typing.get_origin(kind) is not None) or kind in found:
+            continue  # a Literal's values, the Ellipsis of tuple[X, ...], one seen already
+        if kind is type(None):  # the None of an optional field: structured with its union
+            continue
+        found.append(kind)
+        if attrs.has(kind):
             pending.extend(field.type for field in attrs.fields(attrs.resolve_types(kind)))
         else:
             pending.extend(typing.get_args(kind))
