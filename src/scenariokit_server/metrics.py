@@ -120,7 +120,7 @@ class RequestDurations:
     method and status, as a collector of its own.
 
     ``prometheus_client``'s ``Histogram`` takes a lock for each of its counts and checks its state on
-    every observation; timed in place, in the application, that came to 16-22 µs of CPU a request (a
+    every observation; timed in place, in the application, that came to 18-25 µs of CPU a page request (a
     fortieth of a page of scenarios), and this collector's observation to under 1 µs
     (docs/deployment.md, "The request timing's own histogram"). Requests are timed and scrapes
     written on the event loop's thread, so it needs no lock. The exposition is the one

@@ -309,6 +309,12 @@ def sandbox_status(mode: SandboxMode) -> SandboxKind:
 PRIVATE_TMP = Path("/tmp")
 
 
+def private_tmp(home: str | Path) -> str:
+    """The ``tmp/`` of a worker's private directory ``home`` (as the worker sees it): on disk, unlike a
+    sandbox's ``/tmp``; ``TMPDIR`` without a sandbox, the browser's downloads and traces with one."""
+    return f"{home}/tmp"
+
+
 def worker_tmp(kind: SandboxKind) -> str | None:
     """A worker's ``TMPDIR`` where it is not its private directory's ``tmp/``: under bubblewrap, the
     sandbox's own ``/tmp``.
@@ -463,7 +469,7 @@ def worker_environment(
     env.setdefault("PATH", os.defpath)
     env.setdefault("LANG", "C.UTF-8")
     env["HOME"] = f"{home}/home"
-    env["TMPDIR"] = tmp or f"{home}/tmp"
+    env["TMPDIR"] = tmp or private_tmp(home)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     return env

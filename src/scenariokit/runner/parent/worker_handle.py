@@ -42,6 +42,7 @@ from scenariokit.runner.confinement.sandbox import (
     drops_user,
     lease_worker_user,
     make_run_dir,
+    private_tmp,
     remove_dir,
     sandbox_command,
     worker_command,
@@ -198,7 +199,8 @@ class WorkerHandle:
         if parent_end is None:
             parent_end, outputs = self._exec(uid)
         self._conn = Channel(parent_end)
-        self._conn.send(attrs.evolve(launch.options, files_dir=Path(f"{self.inner_dir}/tmp")))
+        assert self.inner_dir is not None  # set by _fork or _exec, whichever started the worker
+        self._conn.send(attrs.evolve(launch.options, files_dir=Path(private_tmp(self.inner_dir))))
 
         def deliver(report: Report | WorkerGone) -> None:
             if isinstance(report, WorkerReady):
