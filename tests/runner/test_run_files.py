@@ -87,9 +87,19 @@ def test_a_sandboxed_workers_temporary_folder_is_the_sandboxs_own_tmp(tmp_path: 
 
 @pytest.mark.browser
 @pytest.mark.asyncio(loop_scope="session")
-@pytest.mark.parametrize("mode", ["bubblewrap", "off"])
+@pytest.mark.parametrize(
+    ("mode", "hidden"),
+    [
+        ("bubblewrap", ()),
+        # the store in /tmp (or the server started there) hides /tmp: it must stay the worker's to write
+        ("bubblewrap", (PRIVATE_TMP,)),
+        ("off", ()),
+    ],
+    ids=["bubblewrap", "bubblewrap-store-in-tmp", "off"],
+)
 async def test_the_profile_is_made_in_the_temporary_folder_and_downloads_and_traces_land_on_disk(
     mode: SandboxMode,
+    hidden: tuple[Path, ...],
     browser_marker: str,
     make_job: Callable[..., RunJob],
     marked_sandbox_with: Callable[..., SandboxConfig],
@@ -103,7 +113,7 @@ async def test_the_profile_is_made_in_the_temporary_folder_and_downloads_and_tra
         events.append(event)
 
     job = make_job(WHERE_FILES_GO, step_timeout=30.0, trace="always", artifacts_dir=tmp_path / "artifacts")
-    async with WorkerPool(1, sandbox=marked_sandbox_with(mode=mode)) as pool:
+    async with WorkerPool(1, sandbox=marked_sandbox_with(mode=mode, hidden=hidden)) as pool:
         outcome = await pool.execute(job, collect)
 
     assert outcome.status == "pass", outcome.error

@@ -71,6 +71,36 @@ def test_bubblewrap_hides_the_store_and_puts_back_only_what_the_worker_imports(t
         assert flag in joined
 
 
+def test_tmp_hidden_stays_the_sandboxs_own_tmp_that_everyone_may_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A store in /tmp (sqlite:////tmp/x.db) or a server started in /tmp hides /tmp: a second tmpfs of
+    # mode 0755 over the sandbox's own /tmp left the worker no TMPDIR to write (every launch failed).
+    checkout = Path("/tmp") / f"scenariokit-test-checkout-{os.getpid()}"
+    try:
+        checkout.mkdir()
+
+        argv = bubblewrap_argv(tmp_path / "run", [Path("/tmp")], [checkout])
+
+        joined = " ".join(argv)
+        assert joined.count("--tmpfs /tmp ") == 1
+        assert "--perms 01777 --tmpfs /tmp " in joined
+        assert f"--ro-bind {checkout} {checkout}" in joined, "what the worker needs under /tmp comes back"
+        # a needed folder that holds a hidden one under /tmp is not bound back: the hidden one stays hidden
+        store = checkout / "data"
+        store.mkdir()
+        joined = " ".join(bubblewrap_argv(tmp_path / "run", [Path("/tmp"), store], [checkout]))
+        assert f"--ro-bind {checkout} {checkout}" not in joined
+        # the server started in /tmp: its working directory is hidden, the same way
+        monkeypatch.chdir("/tmp")
+        joined = " ".join(bubblewrap_argv(tmp_path / "run", [], []))
+        assert joined.count("--tmpfs /tmp ") == 1 and "--perms 01777 --tmpfs /tmp " in joined
+    finally:
+        import shutil
+
+        shutil.rmtree(checkout, ignore_errors=True)
+
+
 def test_what_a_worker_needs_under_tmp_is_bound_back_into_its_private_tmp(tmp_path: Path) -> None:
     # A CI clone and its virtualenv may live in /tmp, which the sandbox replaces by an empty tmpfs.
     checkout = Path("/tmp") / f"scenariokit-test-checkout-{os.getpid()}"

@@ -412,7 +412,12 @@ def bubblewrap_argv(
     argv = [bwrap, *_base_flags()]
     folders = [f for f in hidden_folders(hidden) if f.is_dir()]
     for folder in sorted(folders, key=lambda p: len(p.parts)):
-        argv += ["--perms", "0755", "--tmpfs", str(folder)]
+        # /tmp itself (the store's folder or the server's working directory may be it) is hidden
+        # already: the sandbox's own empty /tmp, which everyone may write (the base flags). A second
+        # tmpfs of mode 0755 over it would leave the worker's user no TMPDIR to write, and every
+        # launch would fail. It stays among the folders, so nothing that holds it is bound back.
+        if folder != PRIVATE_TMP:
+            argv += ["--perms", "0755", "--tmpfs", str(folder)]
     # /tmp is a private tmpfs too (the base flags): what the worker needs under it (a checkout and its
     # virtualenv in /tmp, as a CI clone may be) is bound back like what the hidden folders cover.
     covers = [*folders, PRIVATE_TMP]
