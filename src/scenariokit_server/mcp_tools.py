@@ -754,7 +754,7 @@ class ScenarioKitTools:
         """List runs, newest first: {items, total, page, limit}; filter by status (e.g. `fail`), scenario,
         environment, batch, or `since` (runs created at or after an ISO 8601 time)."""
         services = self._services()
-        found = await services.runs.list(query)
+        found = await services.runs.list(query, timings=False)
         return Answer(shape.page_json(found, lambda detail: shape.run_item_json(services.converter, detail)))
 
     async def cancel_run(self, runId: RunId) -> Answer:

@@ -108,7 +108,7 @@ async def report_index(request: web.Request) -> web.StreamResponse:
     params = query_params(request)
     query = RunQuery.from_params(params)
     services = keys.services(request)
-    page = await services.runs.list(query)
+    page = await services.runs.list(query, timings=False)
     passes = await services.runs.last_passes([detail.run.scenario_id for detail in page.items])
     rows = tuple(
         model.index_row(

@@ -30,7 +30,7 @@ from scenariokit.domain.model import (
     StepStatus,
     utcnow,
 )
-from scenariokit.formats.queries import LogQuery
+from scenariokit.formats.queries import LogQuery, RunQuery
 from scenariokit.plugins import get_plugin_manager, hookimpl
 from scenariokit.services import Services
 from scenariokit.storage.sqlalchemy import SqlStore
@@ -201,3 +201,28 @@ async def test_stored_timings_are_never_written_to_a_run_in_progress(store: SqlS
     await services.runs.record_browser_close(run_id, 25, stored=RunTimings(claim_ms=3))
 
     assert (await services.runs.get(run_id)).run.timings is None
+
+
+async def test_a_list_without_timings_reads_no_timings_and_the_detail_still_has_them(store: SqlStore) -> None:
+    # What REST, MCP and the report's index list: they show no timings, so a page of them leaves the
+    # column out of its statement (a third of what a page of runs read), and each run's is None.
+    services = _services(store)
+    run_id, _ = await _claimed(services)
+    now = utcnow()
+    outcome = RunFinished(status="pass", error=None, step_results=(), started_at=now, finished_at=now)
+    timings = RunTimings(claim_ms=3, store_writes_ms=4)
+    await services.runs.finish(run_id, outcome, timings=timings)
+
+    with sent(store) as statements:
+        lean = await services.runs.list(RunQuery(), timings=False)
+    whole = await services.runs.list(RunQuery())
+    of_scenario = await services.runs.list_for_scenario(whole.items[0].run.scenario_id, timings=False)
+
+    pages = [sql for sql, _ in statements if sql.startswith("SELECT") and " FROM runs" in sql]
+    assert pages and all("timings" not in sql for sql in pages), pages
+    assert [detail.run.timings for detail in lean.items] == [None]
+    assert [detail.run.timings for detail in of_scenario.items] == [None]
+    assert [detail.run.timings for detail in whole.items] == [timings]  # the library's list: unchanged
+    # everything else a list shows is the same either way
+    assert [attrs.evolve(d.run, timings=None) for d in whole.items] == [d.run for d in lean.items]
+    assert (await services.runs.get(run_id)).run.timings == timings

@@ -260,6 +260,11 @@ class RunRepository(Repository[Run, RunQuery]):
     ) -> dict[uuid.UUID, LastPass]:
         """The latest passing run of each of these scenarios (finished before ``before`` when given)."""
 
+    # last in the class: after it, ``list`` in this class's annotations would name this method
+    @abc.abstractmethod
+    async def list(self, query: RunQuery, *, timings: bool = True) -> Page[Run]:
+        """One page of runs; without ``timings`` each run's timings are left out (None), not read."""
+
 
 class RevisionRepository(abc.ABC):
     """The revisions of scenarios: written once, never changed; deleted with their scenario."""
