@@ -66,6 +66,16 @@ async def _claimed(services: Any) -> tuple[uuid.UUID, list[uuid.UUID]]:
     return run.id, [step.id for step in scenario.steps]
 
 
+async def _passed_with_timings(services: Any) -> tuple[uuid.UUID, RunTimings]:
+    """A claimed run of :func:`_claimed`, finished ``pass`` with timings: its id and those timings."""
+    run_id, _ = await _claimed(services)
+    now = utcnow()
+    outcome = RunFinished(status="pass", error=None, step_results=(), started_at=now, finished_at=now)
+    timings = RunTimings(claim_ms=3, store_writes_ms=4)
+    await services.runs.finish(run_id, outcome, timings=timings)
+    return run_id, timings
+
+
 def _passed(step_id: uuid.UUID, order: int) -> StepResult:
     return StepResult(
         step_id=step_id, order=order, status=StepStatus.PASS, started_at=utcnow(), duration_ms=5
@@ -176,11 +186,7 @@ async def test_a_browser_close_added_to_stored_timings_is_one_update_that_reads_
     store: SqlStore,
 ) -> None:
     services = _services(store)
-    run_id, _ = await _claimed(services)
-    now = utcnow()
-    outcome = RunFinished(status="pass", error=None, step_results=(), started_at=now, finished_at=now)
-    timings = RunTimings(claim_ms=3, store_writes_ms=4)
-    await services.runs.finish(run_id, outcome, timings=timings)
+    run_id, timings = await _passed_with_timings(services)
     before = store.activity.snapshot()
 
     with sent(store) as statements:
@@ -207,11 +213,7 @@ async def test_a_list_without_timings_reads_no_timings_and_the_detail_still_has_
     # What REST, MCP and the report's index list: they show no timings, so a page of them leaves the
     # column out of its statement (a third of what a page of runs read), and each run's is None.
     services = _services(store)
-    run_id, _ = await _claimed(services)
-    now = utcnow()
-    outcome = RunFinished(status="pass", error=None, step_results=(), started_at=now, finished_at=now)
-    timings = RunTimings(claim_ms=3, store_writes_ms=4)
-    await services.runs.finish(run_id, outcome, timings=timings)
+    run_id, timings = await _passed_with_timings(services)
 
     with sent(store) as statements:
         lean = await services.runs.list(RunQuery(), timings=False)
