@@ -755,7 +755,7 @@ class ScenarioKitTools:
         environment, batch, or `since` (runs created at or after an ISO 8601 time)."""
         services = self._services()
         found = await services.runs.list(query, timings=False)
-        return Answer(shape.page_json(found, lambda detail: shape.run_item_json(services.converter, detail)))
+        return Answer(shape.runs_page_json(services.converter, found))
 
     async def cancel_run(self, runId: RunId) -> Answer:
         """Stop a run in progress: it ends `fail` with `error.kind` `cancelled` (a finished run: 409)."""

@@ -192,8 +192,14 @@ def run_json(
     run: Run,
     environment: Environment | None = None,
     session: Session | None = None,
+    *,
+    shaped: dict[uuid.UUID, JSON] | None = None,
 ) -> JSON:
-    """A run, with its scenario reference and, when given, the eager environment and session."""
+    """A run, with its scenario reference and, when given, the eager environment and session.
+
+    ``shaped`` holds the environments and sessions already shaped for other runs of the same page, by
+    id: a page of runs against one environment shapes it once (they are the same JSON).
+    """
     data = conv.unstructure(run)
     data.pop("scenarioName", None)
     data.pop("sourceSessionId", None)
@@ -201,17 +207,49 @@ def run_json(
     data["scenario"] = {"id": str(run.scenario_id), "name": run.scenario_name}
     data["artifacts"] = artifacts_json(run)
     data["durationMs"] = run.duration_ms
-    data["attempts"] = conv.unstructure(run.all_attempts)
-    data["environment"] = environment_json(conv, environment) if environment else None
-    data["session"] = session_json(conv, session) if session else None
+    data["attempts"] = _attempts_json(conv, run, data)
+    data["environment"] = _shaped(shaped, environment, lambda env: environment_json(conv, env))
+    data["session"] = _shaped(shaped, session, lambda found: session_json(conv, found))
     if run.source_session_id is not None:
         data["fromSessionId"] = str(run.source_session_id)
     return data
 
 
+def _attempts_json(conv: cattrs.Converter, run: Run, data: JSON) -> list[JSON]:
+    """``run.all_attempts`` as JSON; a finished run of one attempt is that attempt, made of the run's own
+    fields as ``data`` already holds them (its step results are not unstructured a second time)."""
+    if run.attempts or not run.finished:
+        attempts: list[JSON] = conv.unstructure(run.all_attempts)
+        return attempts
+    keys = ("status", "error", "stepResults", "startedAt", "finishedAt")  # RunAttempt's, after its number
+    return [{"attempt": 1, **{key: data[key] for key in keys}}]
+
+
+def _shaped(
+    shaped: dict[uuid.UUID, JSON] | None, record: Environment | Session | None, shape: Callable[[Any], JSON]
+) -> JSON | None:
+    if record is None:
+        return None
+    if shaped is None:
+        return shape(record)
+    found = shaped.get(record.id)
+    if found is None:
+        found = shaped[record.id] = shape(record)
+    return found
+
+
 def run_item_json(conv: cattrs.Converter, detail: RunDetail) -> JSON:
     """A run as a list shows it: with its environment and session, without the detail's timings and log."""
     return run_json(conv, detail.run, detail.environment, detail.session)
+
+
+def runs_page_json(conv: cattrs.Converter, page: Page[RunDetail]) -> JSON:
+    """A page of runs as lists show them (:func:`run_item_json`), each environment and session shaped
+    once for the page."""
+    shaped: dict[uuid.UUID, JSON] = {}
+    return page_json(
+        page, lambda detail: run_json(conv, detail.run, detail.environment, detail.session, shaped=shaped)
+    )
 
 
 def run_detail_json(

@@ -36,7 +36,7 @@ async def list_runs(request: web.Request) -> web.Response:
     """One page of runs, newest first unless ``orderBy``/``orderDir`` say otherwise."""
     services = keys.services(request)
     page = await services.runs.list(RunQuery.from_params(query_params(request)), timings=False)
-    return ok(shape.page_json(page, lambda detail: shape.run_item_json(services.converter, detail)))
+    return ok(shape.runs_page_json(services.converter, page))
 
 
 @operation(

@@ -133,7 +133,7 @@ async def list_scenario_runs(request: web.Request) -> web.Response:
     page = await services.runs.list_for_scenario(
         path_id(request), RunQuery.from_params(query_params(request)), timings=False
     )
-    return ok(shape.page_json(page, lambda detail: shape.run_item_json(services.converter, detail)))
+    return ok(shape.runs_page_json(services.converter, page))
 
 
 @operation(
