@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,7 +21,9 @@ from json_services import json_services
 from scenariokit.formats.queries import ScenarioQuery
 from scenariokit.services import Services
 from scenariokit.storage.sqlalchemy import SqlStore
+from scenariokit.storage.sqlalchemy import tables as t
 from scenariokit.storage.sqlalchemy.listing import page_sql
+from scenariokit.storage.sqlalchemy.repositories import _by_ids
 from scenariokit.storage.sqlalchemy.store import SqlUnitOfWork
 
 
@@ -145,3 +148,17 @@ async def test_on_postgresql_a_burst_of_requests_opens_no_connection_past_the_po
         await asyncio.gather(*(page() for _ in range(32)), *(create(100 * round_ + i) for i in range(16)))
     assert len(opened) == warmed  # the same connections served every burst: none opened, none closed
     assert warmed <= 20  # ten for writes, ten for reads
+
+
+async def test_records_by_their_ids_come_from_a_statement_built_once(services: Any, store: SqlStore) -> None:
+    # A page of runs reads its environments and sessions this way: a statement built once, its ids a
+    # parameter of any length (none, one, several, one that names nothing).
+    made = [await services.environments.create({"name": f"e{i}", "data": {}}) for i in range(3)]
+    wanted = [made[0].id, made[2].id, uuid.uuid4()]
+    async with store.unit_of_work(readonly=True) as uow:
+        found = await uow.environments.get_many(wanted)
+        one = await uow.environments.get_many([made[1].id])
+        none = await uow.environments.get_many([])
+    assert sorted(env.name for env in found) == ["e0", "e2"]
+    assert [env.name for env in one] == ["e1"] and none == []
+    assert _by_ids(t.environments) is _by_ids(t.environments)
