@@ -123,7 +123,8 @@ async def main() -> None:
             order = list(passes)
             for round_ in range(args.rounds):
                 # the machine drifts: each round measures all three, in another order
-                for key in order[round_ % 3 :] + order[: round_ % 3]:
+                shift = round_ % len(order)
+                for key in order[shift:] + order[:shift]:
                     rates[key].append(per_minute(args.runs, await passes[key]()))
             # memory: a pass of its own, not timed (a sample reads the PSS of every process of each
             # worker's tree, tens of ms of CPU four times a second, which a user's runs never pay; on

@@ -26,6 +26,7 @@ from scenariokit.domain.model import (
     Environment,
     Retries,
     Run,
+    RunAttempt,
     RunLogEntry,
     RunStats,
     Scenario,
@@ -33,6 +34,7 @@ from scenariokit.domain.model import (
     Snippet,
     Step,
     StepStatus,
+    camel,
 )
 from scenariokit.domain.revisions import Revision, RevisionDiff, RevisionInfo, fields_document
 from scenariokit.domain.schedule import Schedule
@@ -221,8 +223,11 @@ def _attempts_json(conv: cattrs.Converter, run: Run, data: JSON) -> list[JSON]:
     if run.attempts or not run.finished:
         attempts: list[JSON] = conv.unstructure(run.all_attempts)
         return attempts
-    keys = ("status", "error", "stepResults", "startedAt", "finishedAt")  # RunAttempt's, after its number
-    return [{"attempt": 1, **{key: data[key] for key in keys}}]
+    return [{"attempt": 1, **{key: data[key] for key in _RUN_FIELDS_OF_AN_ATTEMPT}}]
+
+
+#: The JSON keys of :class:`RunAttempt` after its number, in its order: the run's own fields of the same name.
+_RUN_FIELDS_OF_AN_ATTEMPT = tuple(camel(field.name) for field in attrs.fields(RunAttempt)[1:])
 
 
 def _shaped(
