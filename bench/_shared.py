@@ -599,12 +599,14 @@ async def scenariokit_serve(
     env_extra: dict[str, str] | None = None,
     command: Sequence[str] | None = None,
     warm: bool = False,
+    healthy_within: float = 60,
 ) -> AsyncIterator[Served]:
     """``scenariokit serve`` with its defaults, on a free port and a SQLite file in ``folder``.
 
     ``env_extra`` adds or overrides ``SCENARIOKIT_*`` variables (another database, no scheduler);
     ``settle`` is the pause after ``/health`` answers, for the workers to launch their first browser;
-    ``command`` replaces ``scenariokit serve`` (a benchmark's own variant of it). With ``warm``, the
+    ``command`` replaces ``scenariokit serve`` (a benchmark's own variant of it, or it under valgrind,
+    which needs ``healthy_within`` longer than a minute to come up). With ``warm``, the
     server's process tree is then left until it is quiet (:func:`until_quiet`): its pool has built the
     drivers' snapshot and zygote and launched its first browsers, as in a service up for a while.
     """
@@ -619,7 +621,7 @@ async def scenariokit_serve(
     )  # fmt: skip
     served = Served(process, f"http://127.0.0.1:{port}")
     try:
-        await wait_healthy(served.url, process)
+        await wait_healthy(served.url, process, healthy_within)
         await asyncio.sleep(settle)  # let every worker launch its first browser
         if warm:
             await until_quiet([process.pid])
@@ -650,10 +652,10 @@ def timings_of(details: Iterable[dict[str, Any]]) -> list[RunTimings | None]:
     return [converter.structure(d["timings"], RunTimings) if d.get("timings") else None for d in details]
 
 
-async def wait_healthy(url: str, process: asyncio.subprocess.Process) -> None:
-    """Wait until ``/health`` answers 200 (the process must stay alive meanwhile)."""
+async def wait_healthy(url: str, process: asyncio.subprocess.Process, within: float = 60) -> None:
+    """Wait until ``/health`` answers 200, ``within`` seconds (the process must stay alive meanwhile)."""
     async with aiohttp.ClientSession() as http:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + within
         while True:
             with contextlib.suppress(aiohttp.ClientError):
                 async with http.get(f"{url}/health") as answer:

@@ -52,6 +52,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from _shared import free_port, proc_stats, scenariokit_serve, tree_environment, wait_healthy
@@ -334,9 +335,9 @@ def serve_without_ops() -> None:
     """``scenariokit serve`` without scoped tokens, ``/metrics``' request timing and the audit log
     (run in a child process of :func:`ops_comparison`; nothing else ever runs the server so).
 
-    The scope check and the metrics middleware become middlewares that only pass the request on, and
-    an audit entry is no longer written: what remains is what a server without the team operations
-    would do.
+    The scope check and the metrics middleware are left out of the application's middlewares, and an
+    audit entry is no longer written: what remains is what a server without the team operations would
+    do.
     """
     from aiohttp import web
     from aiohttp.typedefs import Handler
@@ -352,8 +353,16 @@ def serve_without_ops() -> None:
     async def no_entry(*_: object, **__: object) -> None:
         return None
 
+    create_app = server_app.create_app
+
+    def create_app_without_ops(*args: Any, **kwargs: Any) -> web.Application:
+        app = create_app(*args, **kwargs)
+        app.middlewares[:] = [middleware for middleware in app.middlewares if middleware is not passes]
+        return app
+
     server_app.measure_requests = lambda *_, **__: passes  # type: ignore[assignment]
     server_app.authorize = lambda *_, **__: passes  # type: ignore[assignment]
+    server_app.create_app = create_app_without_ops  # type: ignore[assignment]
     audit_log.record = no_entry  # type: ignore[assignment]
     sys.exit(scenariokit_main(["serve"]))
 

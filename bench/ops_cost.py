@@ -25,10 +25,18 @@ the same machine at the same moments. Measured twice:
    (from ``/proc``: HTTP, the access log, the store's thread, everything a request costs it, exact to
    10 ms over seconds of CPU), divided by the requests: what caps the requests a second a user gets.
 
-Each prints the mix's CPU per instance and the share the team operations add, against the 5% target,
-with the control's share beside it.
+3. *The whole server, in instructions*: the same three processes under valgrind's callgrind, counting
+   off while each starts, is seeded and warmed, and on for exactly ``--counted-rounds`` requests of the
+   mix: the instructions a request costs. A count, not a time: it does not move with the machine's
+   speed or with what else runs on it, so the control reads within a fraction of a percent and a share
+   of a few percent can be told from noise. It counts work, not cycles (a cache miss costs no
+   instruction); the CPU of 1 and 2 says what that work takes on this machine. Left out, with a note,
+   where valgrind is not installed.
 
-    python bench/ops_cost.py [--rounds 400] [--server-rounds 3000]
+Each prints the mix's CPU (or instructions) per instance and the share the team operations add,
+against the 5% target, with the control's share beside it.
+
+    python bench/ops_cost.py [--rounds 400] [--server-rounds 3000] [--counted-rounds 200]
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import contextlib
 import contextvars
 import itertools
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -216,6 +225,77 @@ async def whole_servers(rounds: int) -> dict[str, float]:
     return mix
 
 
+async def callgrind_control(*args: str) -> None:
+    """``callgrind_control ARGS``: a command to a process running under callgrind (through vgdb)."""
+    control = await asyncio.create_subprocess_exec(
+        "callgrind_control", *args, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await control.communicate()
+    if control.returncode:
+        raise SystemExit(f"callgrind_control {' '.join(args)} failed: {err.decode(errors='replace')}")
+
+
+def counted_instructions(dump: Path) -> int:
+    """The instructions a callgrind dump counted (its ``summary:`` line)."""
+    for line in dump.read_text().splitlines():
+        if line.startswith("summary:"):
+            return int(line.split()[1])
+    raise SystemExit(f"{dump} has no summary line")
+
+
+async def counted_servers(rounds: int) -> dict[str, float] | None:
+    """The instructions a request of the mix costs each of three ``scenariokit serve`` processes, all of
+    it as :func:`whole_servers` (HTTP, the access log, the store's thread), counted by valgrind's
+    callgrind: a count, not a time, so the same on a machine whose speed drifts, whatever else it runs.
+
+    Each server runs under callgrind with its counting off while it starts, is seeded and warmed, and on
+    for exactly the ``rounds`` requests of the mix (``callgrind_control -i on``, then ``-d`` dumps the
+    count). The three are loaded at once: a count does not depend on what the other core does.
+    """
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        print("instructions: valgrind is not installed (apt-get install -y valgrind): left out")
+        return None
+    # the same hashes in every process; bytecode kept, so the servers under valgrind start in seconds
+    env = {"SCENARIOKIT_RUN_SCHEDULER": "false", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": ""}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+
+        async def count(label: str) -> int:
+            folder = tmp / label
+            folder.mkdir()
+            out = f"--callgrind-out-file={folder / 'callgrind.%p'}"
+            valgrind = ("valgrind", "--tool=callgrind", "--instr-atstart=no", out, sys.executable)
+            if label == "with":
+                headers = {"Authorization": f"Bearer {OPS_TOKEN}"}
+                command = (*valgrind, str(Path(sys.executable).parent / "scenariokit"), "serve")
+                label_env = {**env, "SCENARIOKIT_API_TOKENS": OPS_TOKENS}
+            else:  # api.py's server with the three taken out
+                headers = {}
+                command = (*valgrind, THIS_FILE, "--serve-without-ops")
+                label_env = env
+            # under valgrind the server takes half a minute to come up
+            served = scenariokit_serve(
+                folder, settle=0, env_extra=label_env, command=command, healthy_within=600
+            )
+            async with served as server, aiohttp.ClientSession(server.url, headers=headers) as http:
+                await seed(server.url, 200, headers or None)
+                for index in range(40):  # warm: statements prepared, caches filled
+                    await request(http, index)
+                await callgrind_control("--instr=on", str(server.pid))
+                for index in range(rounds):
+                    await request(http, 1000 + index)
+                await callgrind_control("--dump", str(server.pid))
+            return counted_instructions(folder / f"callgrind.{server.pid}.1")
+
+        counts = await asyncio.gather(*(count(label) for label in LABELLED))
+    print(f"{rounds} requests to each of three servers under callgrind, the instructions they cost:")
+    mix = {}
+    for label, instructions in zip(LABELLED, counts, strict=True):
+        mix[label] = instructions / rounds
+        print(f"  {label:8s} the mix {mix[label] / 1e6:.3f} million instructions a request")
+    return mix
+
+
 def verdict(where: str, mix: dict[str, float]) -> None:
     """The share the team operations add to ``mix``, against the target, with the control's beside it."""
     share = mix["with"] / mix["without"] - 1
@@ -230,12 +310,19 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=400, help="requests to each application")
     parser.add_argument("--server-rounds", type=int, default=3000, help="requests to each whole server")
+    parser.add_argument(
+        "--counted-rounds", type=int, default=200,
+        help="requests to each whole server under callgrind (0 leaves the count out)",
+    )  # fmt: skip
     args = parser.parse_args()
     print(f"load average at the start: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     application = await in_the_application(args.rounds)
     servers = await whole_servers(args.server_rounds)
+    counted = await counted_servers(args.counted_rounds) if args.counted_rounds else None
     verdict("in the application", application)
     verdict("the whole server", servers)
+    if counted is not None:
+        verdict("the whole server, in instructions", counted)
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
