@@ -14,8 +14,8 @@ import inspect
 import io
 import types
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -50,14 +50,42 @@ def syntax_problem(exc: SyntaxError | ValueError) -> str:
     return str(exc)  # e.g. source code with a NUL byte
 
 
-def _compiles(compile_code: Any) -> Any:
+#: Code this long or shorter has its checks remembered by its text (the last :data:`REMEMBERED_CODES`
+#: texts): a dashboard's save sends every step again, most of them unchanged, and many scenarios share
+#: their steps' code. Longer code is checked each time, so what is remembered stays under 4 MiB.
+REMEMBERED_CODE_CHARS = 4096
+REMEMBERED_CODES = 1024
+
+R = TypeVar("R")
+
+
+def remembered_by_text(check: Callable[[str], R]) -> Callable[[str], R]:
+    """``check`` of a code text, its answer remembered for short texts (the answer must be immutable)."""
+    cached = functools.lru_cache(maxsize=REMEMBERED_CODES)(check)
+
+    @functools.wraps(check)
+    def by_text(code: str) -> R:
+        return cached(code) if len(code) <= REMEMBERED_CODE_CHARS else check(code)
+
+    by_text.cache_info = cached.cache_info  # type: ignore[attr-defined]
+    return by_text
+
+
+def _compiles(compile_code: Callable[[str, str], types.CodeType]) -> Any:
+    @remembered_by_text
+    def problem(code: str) -> str | None:
+        try:
+            compile_code(code, "<code>")  # the file name is in no message (syntax_problem)
+        except (SyntaxError, ValueError) as exc:
+            return syntax_problem(exc)
+        return None
+
     def validate(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
         if not isinstance(value, str):
             return  # the type is checked when the input is structured
-        try:
-            compile_code(value, f"<{camel(attribute.name)}>")
-        except (SyntaxError, ValueError) as exc:
-            raise FieldError(camel(attribute.name), f"is not valid Python: {syntax_problem(exc)}") from None
+        found = problem(value)
+        if found is not None:
+            raise FieldError(camel(attribute.name), f"is not valid Python: {found}")
 
     return validate
 
@@ -182,10 +210,15 @@ def unawaited_calls(code: str) -> list[UnawaitedCall]:
     never run. A coroutine kept in a name, passed to ``asyncio.gather`` or to a task is not reported;
     the run still fails a step that never awaits one (docs/step-code.md, "Common mistakes").
     """
+    return list(_unawaited_calls(code))
+
+
+@remembered_by_text
+def _unawaited_calls(code: str) -> tuple[UnawaitedCall, ...]:
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
-        return []
+        return ()
     found = [
         UnawaitedCall(node.value.lineno, call_text(code, node.value))
         for node in ast.walk(tree)
@@ -193,7 +226,7 @@ def unawaited_calls(code: str) -> list[UnawaitedCall]:
         and isinstance(node.value, ast.Call)
         and known_coroutine_call(node.value)
     ]
-    return sorted(found, key=lambda item: item.line)
+    return tuple(sorted(found, key=lambda item: item.line))
 
 
 def call_at(code: str, line: int, name: str) -> str | None:
