@@ -129,3 +129,79 @@ async def test_writes_run_inline_and_checkpoint_off_the_loop(
         assert page.total == 6
     finally:
         await store.close()
+
+
+# --- reading connections kept between units of work --------------------------------------------------
+
+COMMIT_A_RENAME = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("UPDATE environments SET name = 'renamed elsewhere'")
+conn.close()
+"""
+
+
+def _sync(uow: object) -> object:
+    conn = uow._conn  # type: ignore[attr-defined]
+    return conn.sync_connection
+
+
+async def test_a_reading_unit_of_work_hands_its_connection_to_the_next_which_reads_the_latest(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "kept.db"
+    store = await _opened(path)
+    services = json_services(Services(store))
+    try:
+        env = await services.environments.create({"name": "staging", "data": {"url": "http://127.0.0.1:1"}})
+        async with store.unit_of_work(readonly=True) as uow:
+            first, connection = _sync(uow), uow._conn
+            assert (await uow.environments.get(env.id)).name == "staging"
+        assert store._kept_reads == [connection]
+        # written meanwhile through this store's writer, then by another process
+        await services.environments.update(env.id, {"description": "written after"})
+        async with store.unit_of_work(readonly=True) as uow:
+            assert _sync(uow) is first, "the kept connection was not handed on"
+            assert not uow._conn.in_transaction()  # type: ignore[union-attr]
+            assert (await uow.environments.get(env.id)).description == "written after"
+        other = await asyncio.create_subprocess_exec(sys.executable, "-c", COMMIT_A_RENAME, str(path))
+        assert await other.wait() == 0
+        async with store.unit_of_work(readonly=True) as uow:
+            assert _sync(uow) is first
+            assert (await uow.environments.get(env.id)).name == "renamed elsewhere"
+    finally:
+        await store.close()
+
+
+async def test_a_reading_unit_of_work_that_failed_closes_its_connection(tmp_path: Path) -> None:
+    store = await _opened(tmp_path / "failed.db")
+    try:
+        with pytest.raises(LookupError):
+            async with store.unit_of_work(readonly=True) as uow:
+                failed = uow._conn
+                raise LookupError("the read went wrong")
+        assert store._kept_reads == []
+        assert failed is not None and failed.closed  # given back to the pool
+    finally:
+        await store.close()
+
+
+async def test_at_most_kept_reads_are_kept_and_closing_the_store_closes_them(tmp_path: Path) -> None:
+    store = await _opened(tmp_path / "many.db")
+    pool = store.read_engine.sync_engine.pool
+    readers = store_module.KEPT_READS + 2
+    try:
+        opened = [store.unit_of_work(readonly=True) for _ in range(readers)]
+        units = [await unit.__aenter__() for unit in opened]  # all at once: one connection each
+        assert len({id(_sync(unit)) for unit in units}) == readers
+        for unit in opened:
+            await unit.__aexit__(None, None, None)
+        assert len(store._kept_reads or []) == store_module.KEPT_READS
+        assert pool.checkedout() == store_module.KEPT_READS  # type: ignore[attr-defined]
+        kept = list(store._kept_reads or [])
+    finally:
+        await store.close()
+    assert kept and all(conn.closed for conn in kept)
+    async with store.unit_of_work(readonly=True):  # a read after the close keeps nothing
+        pass
+    assert store._kept_reads is None

@@ -56,6 +56,8 @@ def sent(store: SqlStore) -> Iterator[list[tuple[str, Any]]]:
     )
     for engine in engines:
         event.listen(engine.sync_engine, event_name, listener)  # type: ignore[union-attr]
+    for kept in store._kept_reads or []:  # read connections the store keeps open: checked out already
+        trace(kept.sync_connection.connection)  # type: ignore[union-attr]
     try:
         yield seen
     finally:

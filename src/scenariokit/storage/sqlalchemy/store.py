@@ -135,6 +135,8 @@ READ_BUSY_TIMEOUT_MS = 250
 #: Inline writers do not checkpoint as they commit (a checkpoint syncs the file, on the loop): every this
 #: many inline write transactions, a passive checkpoint runs on a threaded connection instead.
 CHECKPOINT_EVERY_WRITES = 500
+#: How many inline read connections a SQLite file's store keeps open between reading units of work.
+KEPT_READS = 4
 
 
 def _make_engine(
@@ -281,6 +283,10 @@ class SqlUnitOfWork(ports.UnitOfWork):
 
     async def _begin(self) -> AsyncConnection:
         """A connection with its transaction begun: inline where nothing can make it wait."""
+        if self._readonly:
+            kept = self._store.take_kept_read()
+            if kept is not None:
+                return kept
         inline = self._store.write_engine if not self._readonly else None
         if inline is not None:
             try:
@@ -326,11 +332,14 @@ class SqlUnitOfWork(ports.UnitOfWork):
         conn, self._conn = self._conn, None
         if conn is None:
             return
+        kept = False
         try:
             if conn.in_transaction():
                 await conn.rollback()
+            kept = exc_type is None and self._readonly and self._store.keep_read(conn)
         finally:
-            await conn.close()
+            if not kept:
+                await conn.close()
             if self._serial is not None:
                 self._serial.release()
 
@@ -388,6 +397,10 @@ class SqlStore(ports.Store):
         #: writing units of work try an inline connection first (SQLite file only)
         self.write_engine = _make_engine(async_url, self.schema, inline="write") if inline else None
         self._inline_writes = 0
+        #: Inline read connections kept open for the next reading unit of work (SQLite file only):
+        #: connecting one through SQLAlchemy's pool and closing it again (two greenlet hops, the pool's
+        #: checkout and checkin) cost more than a page's own statements.
+        self._kept_reads: list[AsyncConnection] | None = [] if inline else None
         self.activity = ports.StoreActivity()
         self._checkpoint: asyncio.Task[None] | None = None
         self._secret_key = secret_key
@@ -403,6 +416,25 @@ class SqlStore(ports.Store):
 
     def unit_of_work(self, *, readonly: bool = False) -> SqlUnitOfWork:
         return SqlUnitOfWork(self, readonly=readonly)
+
+    def take_kept_read(self) -> AsyncConnection | None:
+        """An inline read connection kept by an earlier reading unit of work, if one is free.
+
+        A kept connection is in autocommit with no statement open (SQLite's WAL readers: each statement
+        reads the latest commit), so it reads what was written since it was kept; it runs on the
+        event loop's thread, so nothing reads on it while it waits in the list.
+        """
+        return self._kept_reads.pop() if self._kept_reads else None
+
+    def keep_read(self, conn: AsyncConnection) -> bool:
+        """Keep ``conn``, a reading unit of work's connection that ended cleanly, for the next one;
+        False (the caller closes it) when it is not an inline read or :data:`KEPT_READS` are kept."""
+        kept = self._kept_reads
+        sync = conn.sync_connection
+        if kept is None or sync is None or sync.closed or sync.invalidated or len(kept) >= KEPT_READS:
+            return False
+        kept.append(conn)
+        return True
 
     def count_inline_write(self) -> None:
         """Count an inline write; every :data:`CHECKPOINT_EVERY_WRITES`, checkpoint off the loop."""
@@ -579,6 +611,9 @@ class SqlStore(ports.Store):
             return await conn.run_sync(current_revision)
 
     async def close(self) -> None:
+        kept, self._kept_reads = self._kept_reads or [], None  # a read ending after this closes its own
+        for conn in kept:
+            await conn.close()
         if self._checkpoint is not None:
             await asyncio.gather(self._checkpoint, return_exceptions=True)
         if self.write_engine is not None:
