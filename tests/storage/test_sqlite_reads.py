@@ -157,7 +157,7 @@ async def test_a_reading_unit_of_work_hands_its_connection_to_the_next_which_rea
         async with store.unit_of_work(readonly=True) as uow:
             first, connection = _sync(uow), uow._conn
             assert (await uow.environments.get(env.id)).name == "staging"
-        assert store._kept_reads == [connection]
+        assert store.kept_reads is not None and store.kept_reads.connections == [connection]
         # written meanwhile through this store's writer, then by another process
         await services.environments.update(env.id, {"description": "written after"})
         async with store.unit_of_work(readonly=True) as uow:
@@ -180,7 +180,7 @@ async def test_a_reading_unit_of_work_that_failed_closes_its_connection(tmp_path
             async with store.unit_of_work(readonly=True) as uow:
                 failed = uow._conn
                 raise LookupError("the read went wrong")
-        assert store._kept_reads == []
+        assert store.kept_reads is not None and store.kept_reads.connections == []
         assert failed is not None and failed.closed  # given back to the pool
     finally:
         await store.close()
@@ -196,12 +196,13 @@ async def test_at_most_kept_reads_are_kept_and_closing_the_store_closes_them(tmp
         assert len({id(_sync(unit)) for unit in units}) == readers
         for unit in opened:
             await unit.__aexit__(None, None, None)
-        assert len(store._kept_reads or []) == store_module.KEPT_READS
+        assert store.kept_reads is not None
+        kept = store.kept_reads.connections
+        assert len(kept) == store_module.KEPT_READS
         assert pool.checkedout() == store_module.KEPT_READS  # type: ignore[attr-defined]
-        kept = list(store._kept_reads or [])
     finally:
         await store.close()
     assert kept and all(conn.closed for conn in kept)
     async with store.unit_of_work(readonly=True):  # a read after the close keeps nothing
         pass
-    assert store._kept_reads is None
+    assert store.kept_reads.connections == []

@@ -56,8 +56,9 @@ def sent(store: SqlStore) -> Iterator[list[tuple[str, Any]]]:
     )
     for engine in engines:
         event.listen(engine.sync_engine, event_name, listener)  # type: ignore[union-attr]
-    for kept in store._kept_reads or []:  # read connections the store keeps open: checked out already
-        trace(kept.sync_connection.connection)  # type: ignore[union-attr]
+    if store.dialect == "sqlite" and store.kept_reads is not None:
+        for kept in store.kept_reads.connections:  # read connections the store keeps: checked out already
+            trace(kept.sync_connection.connection)  # type: ignore[union-attr]
     try:
         yield seen
     finally:
