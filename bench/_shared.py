@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -16,7 +17,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -650,6 +651,55 @@ def timings_of(details: Iterable[dict[str, Any]]) -> list[RunTimings | None]:
     """The ``timings`` of run details read over REST, as the library's type."""
     converter = make_converter()
     return [converter.structure(d["timings"], RunTimings) if d.get("timings") else None for d in details]
+
+
+# --- instructions, counted by valgrind's callgrind ------------------------------------------------
+
+#: A Python under callgrind: the same hashes in every run, and its bytecode kept, so it starts in seconds.
+CALLGRIND_ENV = {"PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": ""}
+#: How long a ``scenariokit serve`` under callgrind may take to answer ``/health`` (about half a minute).
+CALLGRIND_START = 600.0
+
+
+def callgrind_installed() -> bool:
+    """Whether valgrind and its ``callgrind_control`` are on ``PATH``."""
+    return shutil.which("valgrind") is not None and shutil.which("callgrind_control") is not None
+
+
+def under_callgrind(folder: Path, *argv: str) -> tuple[str, ...]:
+    """``python ARGV`` under callgrind, counting nothing until :func:`count_instructions` turns it on;
+    its counts are written in ``folder``."""
+    out = f"--callgrind-out-file={folder / 'callgrind.%p'}"
+    return ("valgrind", "--tool=callgrind", "--instr-atstart=no", out, sys.executable, *argv)
+
+
+async def callgrind_control(*args: str) -> None:
+    """``callgrind_control ARGS``: a command to a process running under callgrind (through vgdb)."""
+    control = await asyncio.create_subprocess_exec(
+        "callgrind_control", *args, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await control.communicate()
+    if control.returncode:
+        raise SystemExit(f"callgrind_control {' '.join(args)} failed: {err.decode(errors='replace')}")
+
+
+async def count_instructions(pid: int, folder: Path, work: Callable[[], Awaitable[None]]) -> int:
+    """The instructions process ``pid`` (started by :func:`under_callgrind` in ``folder``) runs while
+    ``work`` runs: counting on, its count zeroed, ``work``, then the count written and read."""
+    await callgrind_control("--instr=on", str(pid))
+    await callgrind_control("--zero", str(pid))
+    await work()
+    await callgrind_control("--dump", str(pid))
+    return _last_count(folder, pid)
+
+
+def _last_count(folder: Path, pid: int) -> int:
+    """The instructions in the last count callgrind wrote for ``pid`` (its ``summary:`` line)."""
+    dumps = sorted(folder.glob(f"callgrind.{pid}.*"), key=lambda dump: int(dump.suffix[1:]))
+    for line in dumps[-1].read_text().splitlines():
+        if line.startswith("summary:"):
+            return int(line.split()[1])
+    raise SystemExit(f"{dumps[-1]} has no summary line")
 
 
 async def wait_healthy(url: str, process: asyncio.subprocess.Process, within: float = 60) -> None:

@@ -47,7 +47,6 @@ import contextlib
 import contextvars
 import itertools
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -57,7 +56,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _shared import process_seconds, scenariokit_serve, time_applications
+from _shared import (
+    CALLGRIND_ENV,
+    CALLGRIND_START,
+    callgrind_installed,
+    count_instructions,
+    process_seconds,
+    scenariokit_serve,
+    time_applications,
+    under_callgrind,
+)
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from aiohttp.typedefs import Handler
@@ -225,24 +233,6 @@ async def whole_servers(rounds: int) -> dict[str, float]:
     return mix
 
 
-async def callgrind_control(*args: str) -> None:
-    """``callgrind_control ARGS``: a command to a process running under callgrind (through vgdb)."""
-    control = await asyncio.create_subprocess_exec(
-        "callgrind_control", *args, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
-    )
-    _, err = await control.communicate()
-    if control.returncode:
-        raise SystemExit(f"callgrind_control {' '.join(args)} failed: {err.decode(errors='replace')}")
-
-
-def counted_instructions(dump: Path) -> int:
-    """The instructions a callgrind dump counted (its ``summary:`` line)."""
-    for line in dump.read_text().splitlines():
-        if line.startswith("summary:"):
-            return int(line.split()[1])
-    raise SystemExit(f"{dump} has no summary line")
-
-
 async def counted_servers(rounds: int) -> dict[str, float] | None:
     """The instructions a request of the mix costs each of three ``scenariokit serve`` processes, all of
     it as :func:`whole_servers` (HTTP, the access log, the store's thread), counted by valgrind's
@@ -252,40 +242,37 @@ async def counted_servers(rounds: int) -> dict[str, float] | None:
     for exactly the ``rounds`` requests of the mix (``callgrind_control -i on``, then ``-d`` dumps the
     count). The three are loaded at once: a count does not depend on what the other core does.
     """
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+    if not callgrind_installed():
         print("instructions: valgrind is not installed (apt-get install -y valgrind): left out")
         return None
-    # the same hashes in every process; bytecode kept, so the servers under valgrind start in seconds
-    env = {"SCENARIOKIT_RUN_SCHEDULER": "false", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": ""}
+    env = {"SCENARIOKIT_RUN_SCHEDULER": "false", **CALLGRIND_ENV}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
 
         async def count(label: str) -> int:
             folder = tmp / label
             folder.mkdir()
-            out = f"--callgrind-out-file={folder / 'callgrind.%p'}"
-            valgrind = ("valgrind", "--tool=callgrind", "--instr-atstart=no", out, sys.executable)
             if label == "with":
                 headers = {"Authorization": f"Bearer {OPS_TOKEN}"}
-                command = (*valgrind, str(Path(sys.executable).parent / "scenariokit"), "serve")
+                command = under_callgrind(folder, str(Path(sys.executable).parent / "scenariokit"), "serve")
                 label_env = {**env, "SCENARIOKIT_API_TOKENS": OPS_TOKENS}
             else:  # api.py's server with the three taken out
                 headers = {}
-                command = (*valgrind, THIS_FILE, "--serve-without-ops")
+                command = under_callgrind(folder, THIS_FILE, "--serve-without-ops")
                 label_env = env
-            # under valgrind the server takes half a minute to come up
             served = scenariokit_serve(
-                folder, settle=0, env_extra=label_env, command=command, healthy_within=600
+                folder, settle=0, env_extra=label_env, command=command, healthy_within=CALLGRIND_START
             )
             async with served as server, aiohttp.ClientSession(server.url, headers=headers) as http:
                 await seed(server.url, 200, headers or None)
                 for index in range(40):  # warm: statements prepared, caches filled
                     await request(http, index)
-                await callgrind_control("--instr=on", str(server.pid))
-                for index in range(rounds):
-                    await request(http, 1000 + index)
-                await callgrind_control("--dump", str(server.pid))
-            return counted_instructions(folder / f"callgrind.{server.pid}.1")
+
+                async def the_mix() -> None:
+                    for index in range(rounds):
+                        await request(http, 1000 + index)
+
+                return await count_instructions(server.pid, folder, the_mix)
 
         counts = await asyncio.gather(*(count(label) for label in LABELLED))
     print(f"{rounds} requests to each of three servers under callgrind, the instructions they cost:")

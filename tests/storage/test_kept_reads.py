@@ -10,7 +10,6 @@ import asyncpg
 import pytest
 import sqlalchemy as sa
 
-from conftest import PG_BASE_URL
 from scenariokit.storage.sqlalchemy import store as store_module
 from scenariokit.storage.sqlalchemy.store import SqlStore
 
@@ -42,8 +41,9 @@ async def _backend_pid(connection: Any) -> int:
     return int((await connection.exec_driver_sql("SELECT pg_backend_pid()")).scalar_one())
 
 
-async def _terminate(pids: list[int]) -> None:
-    other = await asyncpg.connect(PG_BASE_URL.replace("postgresql+asyncpg://", "postgresql://"))
+async def _terminate(store: SqlStore, pids: list[int]) -> None:
+    """End the backends ``pids`` from a connection of another client, as a database restart would."""
+    other = await asyncpg.connect(store.url.split("?")[0].replace("postgresql+asyncpg://", "postgresql://"))
     try:
         for pid in pids:
             await other.execute("SELECT pg_terminate_backend($1)", pid)
@@ -60,7 +60,7 @@ async def test_a_kept_connection_idle_a_while_is_pinged_and_replaced_when_gone(
     kept, _ = await _read_names(store)
     async with store.unit_of_work(readonly=True) as uow:
         pid = await _backend_pid(uow._conn)
-    await _terminate([pid])  # as a database restart would
+    await _terminate(store, [pid])
     monkeypatch.setattr(store_module, "IDLE_PING_SECONDS", 0.0)  # every kept connection counts as idle
     replaced, names = await _read_names(store)
     assert names == ["staging"]
@@ -79,7 +79,7 @@ async def test_once_a_connection_is_found_broken_those_kept_before_are_not_hande
     for unit in opened:
         await unit.__aexit__(None, None, None)
     assert store.kept_reads is not None and len(store.kept_reads.connections) == 2
-    await _terminate(pids)
+    await _terminate(store, pids)
     # used a moment ago, so not pinged: the first read finds its connection gone and fails, as a pooled
     # connection would; the other kept one is then closed rather than failing the next read too
     broken = store.kept_reads.connections
