@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import attrs
 from _shared import (
     CALLGRIND_ENV,
     CALLGRIND_START,
@@ -197,6 +198,24 @@ async def in_the_application(rounds: int) -> dict[str, float]:
     return mix
 
 
+@attrs.frozen
+class ServerOf:
+    """How one of the three instances runs as a ``scenariokit serve`` process of its own."""
+
+    headers: dict[str, str]  # what each of its requests carries
+    env: dict[str, str]  # its settings, beyond those every instance has
+    argv: tuple[str, ...]  # what ``sys.executable`` runs
+
+
+def server_of(label: str) -> ServerOf:
+    """The *with* instance as a team runs it; *without* and *control* as api.py's server without them."""
+    if label == "with":
+        token = {"Authorization": f"Bearer {OPS_TOKEN}"}
+        serve = (str(Path(sys.executable).parent / "scenariokit"), "serve")
+        return ServerOf(token, {"SCENARIOKIT_API_TOKENS": OPS_TOKENS}, serve)
+    return ServerOf({}, {}, (THIS_FILE, "--serve-without-ops"))
+
+
 async def whole_servers(rounds: int) -> dict[str, float]:
     """The CPU a request of the mix costs each of three ``scenariokit serve`` processes, all of it (HTTP,
     the access log, the store's thread): the same three instances, each a server of its own."""
@@ -206,17 +225,13 @@ async def whole_servers(rounds: int) -> dict[str, float]:
         pids, clients = [], []
         for label in LABELLED:
             (tmp / label).mkdir()
-            if label == "with":
-                headers = {"Authorization": f"Bearer {OPS_TOKEN}"}
-                ops_env = {**env, "SCENARIOKIT_API_TOKENS": OPS_TOKENS}
-                served = scenariokit_serve(tmp / label, settle=0.2, env_extra=ops_env)
-            else:  # api.py's server with the three taken out
-                headers = {}
-                command = (sys.executable, THIS_FILE, "--serve-without-ops")
-                served = scenariokit_serve(tmp / label, settle=0.2, env_extra=env, command=command)
+            instance = server_of(label)
+            command = (sys.executable, *instance.argv)
+            label_env = {**env, **instance.env}
+            served = scenariokit_serve(tmp / label, settle=0.2, env_extra=label_env, command=command)
             server = await stack.enter_async_context(served)
-            await seed(server.url, 200, headers or None)
-            client = aiohttp.ClientSession(server.url, headers=headers)
+            await seed(server.url, 200, instance.headers or None)
+            client = aiohttp.ClientSession(server.url, headers=instance.headers)
             clients.append(await stack.enter_async_context(client))
             pids.append(server.pid)
         for index in range(40):
@@ -252,19 +267,14 @@ async def counted_servers(rounds: int) -> dict[str, float] | None:
         async def count(label: str) -> int:
             folder = tmp / label
             folder.mkdir()
-            if label == "with":
-                headers = {"Authorization": f"Bearer {OPS_TOKEN}"}
-                command = under_callgrind(folder, str(Path(sys.executable).parent / "scenariokit"), "serve")
-                label_env = {**env, "SCENARIOKIT_API_TOKENS": OPS_TOKENS}
-            else:  # api.py's server with the three taken out
-                headers = {}
-                command = under_callgrind(folder, THIS_FILE, "--serve-without-ops")
-                label_env = env
+            instance = server_of(label)
+            command = under_callgrind(folder, *instance.argv)
             served = scenariokit_serve(
-                folder, settle=0, env_extra=label_env, command=command, healthy_within=CALLGRIND_START
-            )
-            async with served as server, aiohttp.ClientSession(server.url, headers=headers) as http:
-                await seed(server.url, 200, headers or None)
+                folder, settle=0, env_extra={**env, **instance.env}, command=command,
+                healthy_within=CALLGRIND_START,
+            )  # fmt: skip
+            async with served as server, aiohttp.ClientSession(server.url, headers=instance.headers) as http:
+                await seed(server.url, 200, instance.headers or None)
                 for index in range(40):  # warm: statements prepared, caches filled
                     await request(http, index)
 
