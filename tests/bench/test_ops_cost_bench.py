@@ -38,7 +38,7 @@ def test_the_share_is_printed_with_the_control_s_beside_it(tmp_path: Path) -> No
 
 @pytest.mark.skipif(shutil.which("callgrind_control") is None, reason="valgrind is not installed")
 def test_the_share_is_also_counted_in_instructions(tmp_path: Path) -> None:
-    argv = ["--rounds", "4", "--server-rounds", "4", "--counted-rounds", "8"]
+    argv = ["--rounds", "4", "--server-rounds", "12", "--counted-rounds", "8"]
     answer = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "ops_cost.py"), *argv],
         capture_output=True, text=True, timeout=900, cwd=tmp_path,
