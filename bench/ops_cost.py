@@ -37,6 +37,8 @@ Each prints the mix's CPU (or instructions) per instance and the share the team 
 against the 5% target, with the control's share beside it.
 
     python bench/ops_cost.py [--rounds 400] [--server-rounds 3000] [--counted-rounds 200]
+
+A measure given 0 rounds is left out.
 """
 
 from __future__ import annotations
@@ -305,21 +307,29 @@ def verdict(where: str, mix: dict[str, float]) -> None:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=400, help="requests to each application")
-    parser.add_argument("--server-rounds", type=int, default=3000, help="requests to each whole server")
+    parser.add_argument(
+        "--rounds", type=int, default=400, help="requests to each application (0 leaves this measure out)"
+    )
+    parser.add_argument(
+        "--server-rounds", type=int, default=3000,
+        help="requests to each whole server (0 leaves this measure out)",
+    )  # fmt: skip
     parser.add_argument(
         "--counted-rounds", type=int, default=200,
         help="requests to each whole server under callgrind (0 leaves the count out)",
     )  # fmt: skip
     args = parser.parse_args()
     print(f"load average at the start: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    application = await in_the_application(args.rounds)
-    servers = await whole_servers(args.server_rounds)
+    application = await in_the_application(args.rounds) if args.rounds else None
+    servers = await whole_servers(args.server_rounds) if args.server_rounds else None
     counted = await counted_servers(args.counted_rounds) if args.counted_rounds else None
-    verdict("in the application", application)
-    verdict("the whole server", servers)
-    if counted is not None:
-        verdict("the whole server, in instructions", counted)
+    for where, mix in [
+        ("in the application", application),
+        ("the whole server", servers),
+        ("the whole server, in instructions", counted),
+    ]:
+        if mix is not None:
+            verdict(where, mix)
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
