@@ -33,7 +33,7 @@ from scenariokit_server.boundary import (
     trust_boundary,
 )
 from scenariokit_server.errors import problem_middleware
-from scenariokit_server.mcp import setup_mcp
+from scenariokit_server.mcp_mount import setup_mcp
 from scenariokit_server.metrics import ServiceMetrics, measure_requests
 from scenariokit_server.openapi import setup_openapi
 from scenariokit_server.reports import setup_reports
@@ -97,7 +97,8 @@ def create_app(settings: Settings, *, services: Services | None = None) -> web.A
     # The pages people look at: HTML and Playwright's viewer, outside the REST document.
     setup_trace_viewer(app, links)
     setup_reports(app)
-    # After the lifecycles (MCP's session manager stops before the services close) and the REST docs.
+    # After the lifecycles (MCP's session manager stops before the services close) and the REST docs;
+    # the MCP SDK itself is imported by the first request to /mcp (scenariokit_server.mcp_mount).
     setup_mcp(app)
     setup_cors(app, origin_rule(settings))  # covers every route added so far, /mcp included
     return app

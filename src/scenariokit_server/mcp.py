@@ -58,11 +58,10 @@ from scenariokit.services.caller import Caller, calling_as
 from scenariokit_server import keys, schemas
 from scenariokit_server.access import TOOL_SCOPES
 from scenariokit_server.errors import domain_problem_body, problem_body, status_of
+from scenariokit_server.mcp_mount import MCP_PATH
 from scenariokit_server.mcp_tools import JSON, Answer, Picture, RunRequest, ScenarioKitTools
 from scenariokit_server.trace import trace_viewer_url
 from scenariokit_server.views.health import health_report, service_version
-
-MCP_PATH = "/mcp"
 
 INSTRUCTIONS = """\
 scenariokit stores browser-automation test scenarios and runs them in real Chromium.
@@ -421,12 +420,14 @@ def mcp_tool(tools: ScenarioKitTools, name: str) -> Tool:
 _BOUNDARY_CHECKED_BY_THE_APP = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def setup_mcp(app: web.Application) -> None:
-    """Mount the MCP endpoint at ``/mcp`` and run its session manager with the application.
+def build_mcp_endpoint(
+    app: web.Application,
+) -> tuple[Callable[[web.Request], Awaitable[web.StreamResponse]], StreamableHTTPSessionManager]:
+    """The ``/mcp`` handler of ``app`` and the session manager it hands requests to (not running yet:
+    :func:`session_manager_running`). :mod:`scenariokit_server.mcp_mount` builds it on the first request.
 
     The tools read the application's services when they are called, so they reach the services the
-    application's own ``cleanup_ctx`` opens. Call this after the services' lifecycle is added: cleanup
-    then stops the MCP endpoint before the services close.
+    application's own ``cleanup_ctx`` opens.
     """
     settings = keys.settings(app)
     tools = ScenarioKitTools(
@@ -444,23 +445,20 @@ def setup_mcp(app: web.Application) -> None:
         transport_security=_BOUNDARY_CHECKED_BY_THE_APP,
     )
     manager = server.session_manager
-    handler = mcp_handler(manager.handle_request)
-    app.router.add_post(MCP_PATH, handler, name="mcp")
-    app.router.add_post(MCP_PATH + "/", handler)
-    app.cleanup_ctx.append(functools.partial(_run_session_manager, manager))
+    return mcp_handler(manager.handle_request), manager
 
 
 def _services(app: web.Application) -> Services:
     return keys.app_services(app)
 
 
-async def _run_session_manager(
-    manager: StreamableHTTPSessionManager, app: web.Application
-) -> AsyncIterator[None]:
-    """Run the SDK's session manager while the application runs (aiohttp-asgi sends no ASGI lifespan).
+@contextlib.asynccontextmanager
+async def session_manager_running(manager: StreamableHTTPSessionManager) -> AsyncIterator[None]:
+    """Run the SDK's session manager until the context ends (aiohttp-asgi sends no ASGI lifespan).
 
-    The manager holds an anyio task group, which must be left by the task that entered it; aiohttp may
-    start and clean up an application from different tasks, so the manager runs in a task of its own.
+    The manager holds an anyio task group, which must be left by the task that entered it; the context
+    may be entered by one request's task and left by the application's cleanup, so the manager runs in a
+    task of its own.
     """
     started, stopping = asyncio.Event(), asyncio.Event()
 
