@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 import pydantic
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from aiohttp_asgi.resource import (
     ASGIApplicationType,
     ASGIContext,
@@ -78,7 +79,7 @@ step's screenshot, its error, the log), get_scenario, update_step, then run_scen
 log = logging.getLogger(__name__)
 
 
-def mcp_handler(asgi_app: ASGIApplicationType) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def mcp_handler(asgi_app: ASGIApplicationType) -> Handler:
     """An aiohttp handler that answers a request with the MCP ASGI application.
 
     ``/mcp`` is an ordinary aiohttp route (``POST`` only: the endpoint is stateless, so it offers no SSE
@@ -420,9 +421,7 @@ def mcp_tool(tools: ScenarioKitTools, name: str) -> Tool:
 _BOUNDARY_CHECKED_BY_THE_APP = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def build_mcp_endpoint(
-    app: web.Application,
-) -> tuple[Callable[[web.Request], Awaitable[web.StreamResponse]], StreamableHTTPSessionManager]:
+def build_mcp_endpoint(app: web.Application) -> tuple[Handler, StreamableHTTPSessionManager]:
     """The ``/mcp`` handler of ``app`` and the session manager it hands requests to (not running yet:
     :func:`session_manager_running`). :mod:`scenariokit_server.mcp_mount` builds it on the first request.
 

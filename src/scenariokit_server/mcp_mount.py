@@ -14,13 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 MCP_PATH = "/mcp"
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class LazyMCPEndpoint:
@@ -35,7 +34,7 @@ class LazyMCPEndpoint:
 
     @property
     def built(self) -> bool:
-        """Whether a request has built the endpoint (and imported the SDK)."""
+        """Whether a request has built the endpoint (and imported the SDK) and it still runs."""
         return self._handler is not None
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -56,10 +55,12 @@ class LazyMCPEndpoint:
             return handler
 
     async def lifetime(self, app: web.Application) -> AsyncIterator[None]:
-        """The application's ``cleanup_ctx`` entry: on cleanup, stop the session manager if it started."""
+        """The application's ``cleanup_ctx`` entry: on cleanup, stop the session manager if it started;
+        a request after that is answered 503, never by the stopped manager nor by a new one."""
         yield
         async with self._building:  # a build under way finishes first, then is stopped
             self._closed = True
+            self._handler = None
             await self._running.aclose()
 
 

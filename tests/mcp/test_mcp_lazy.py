@@ -14,6 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 
 import scenariokit_server.mcp as mcp_endpoint
 from scenariokit.bootstrap import open_services
@@ -96,5 +97,10 @@ async def test_the_endpoint_is_built_once_by_its_first_requests_and_stopped_with
                     assert built == [app] and endpoint.built and len(sessions_running()) == 1
         finally:
             await runner.cleanup()
+        assert not sessions_running()
+        # after cleanup a late request is refused: neither the stopped manager nor a new one answers it
+        assert not endpoint.built
+        with pytest.raises(web.HTTPServiceUnavailable):
+            await endpoint.handle(make_mocked_request("POST", "/mcp", app=app))
         assert not sessions_running()
         assert built == ([app] if served_mcp else [])
