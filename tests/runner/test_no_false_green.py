@@ -7,13 +7,15 @@ names suggest the near ones; the run log names step lines, never a file of the i
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable
 
 import pytest
 
-from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob
+from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob, StepStarted
 from scenariokit.domain.model import RunErrorKind, StepStatus
+from scenariokit.runner.parent.executor import WorkerPool
 
 JobFactory = Callable[..., RunJob]
 Runner = Callable[..., Awaitable[tuple[RunFinished, list[RunEvent]]]]
@@ -135,6 +137,43 @@ async def test_a_dropped_coroutine_wins_over_the_failure_it_caused(run: Runner, 
         "line 1: page.goto(helpers.getEnvUrl()) was never awaited; add await",
     )
     assert any(line.startswith('step 1 ("Step 1") also failed: ') for line in log_lines(events))
+
+
+async def test_a_dropped_coroutine_wins_over_the_time_limit_it_made_the_step_wait_out(
+    run: Runner, make_job: JobFactory
+) -> None:
+    # the page never loads, so the click waits for its button until the step's limit stops it
+    code = "page.goto(helpers.getEnvUrl())\nawait page.click('#sign-in')"
+
+    outcome, events = await run(make_job(code, step_timeout=1.5))
+
+    assert error_of(outcome) == (
+        RunErrorKind.ERROR,
+        "line 1: page.goto(helpers.getEnvUrl()) was never awaited; add await",
+    )
+    assert 'step 1 ("Step 1") also failed: step 1 ("Step 1") exceeded its time limit of 1.5 s' in log_lines(
+        events
+    )
+    assert [r.status for r in outcome.step_results] == [StepStatus.FAIL]
+
+
+async def test_a_cancelled_run_stays_cancelled_whatever_its_step_dropped(
+    pool: WorkerPool, make_job: JobFactory
+) -> None:
+    job = make_job("page.goto(helpers.getEnvUrl())\nawait page.click('#sign-in')", step_timeout=30)
+    started = asyncio.Event()
+
+    async def collect(event: RunEvent) -> None:
+        if isinstance(event, StepStarted):
+            started.set()
+
+    running = asyncio.ensure_future(pool.execute(job, collect))
+    await asyncio.wait_for(started.wait(), 30)
+    await asyncio.sleep(0.3)  # the dropped goto is behind it; the click waits
+    assert await pool.cancel(job.run_id)
+    outcome = await asyncio.wait_for(running, 30)
+
+    assert error_of(outcome) == (RunErrorKind.CANCELLED, 'run cancelled during step 1 ("Step 1")')
 
 
 async def test_awaiting_later_gathering_and_awaited_tasks_stay_green(

@@ -64,8 +64,9 @@ VIDEO_FILE = "video.webm"
 VIDEO_WORK_DIR = ".video"
 
 Failure = tuple[RunErrorKind, str]
-#: failures of the step's own code, which a coroutine it never awaited explains better
-STEP_CODE_FAILURES = (RunErrorKind.ASSERTION, RunErrorKind.ERROR)
+#: failures of the step's own code, which a coroutine it never awaited explains better: an ``expect``
+#: that found nothing, or a click that waited out the step's limit, because a ``goto`` never ran
+STEP_CODE_FAILURES = (RunErrorKind.ASSERTION, RunErrorKind.ERROR, RunErrorKind.TIMEOUT)
 #: ``ready_page(job, browser) -> (context, page) | None``: a context and page made ahead on that browser
 ReadyPage = Callable[[RunJob, Any], Awaitable["tuple[Any, Any] | None"]]
 
