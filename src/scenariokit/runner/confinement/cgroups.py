@@ -24,7 +24,6 @@ import functools
 import logging
 import os
 import re
-import signal
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Literal
 
 import attrs
 
-from scenariokit.runner.confinement.processes import pid_alive
+from scenariokit.runner.confinement.processes import kill_and_wait, pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +39,8 @@ CgroupVersion = Literal[1, 2]
 Controller = Literal["memory", "pids"]
 CONTROLLERS: tuple[Controller, ...] = ("memory", "pids")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: how long :meth:`RunGroup.kill` waits for the group's processes to exit (removing it waits on)
+KILL_SECONDS = 1.0
 #: tasks (processes and threads) a run's browser, driver and worker hold before step code starts
 #: anything: the task limit is the run's process limit on top of these
 BROWSER_TASKS = 256
@@ -142,19 +143,19 @@ class RunGroup:
         return _field(self._read("pids", "pids.events", "pids.events"), "max") or 0
 
     def kill(self) -> None:
-        """SIGKILL every process in the group (a run's leftovers once its worker is gone)."""
+        """SIGKILL every process in the group (a run's leftovers once its worker is gone) and wait, up to
+        :data:`KILL_SECONDS`, until they have left it, so that its folders can be removed."""
         for place in self.places:
             if place.version == 2 and (place.path / "cgroup.kill").exists():
                 with contextlib.suppress(OSError):
                     (place.path / "cgroup.kill").write_text("1")
+        deadline = time.monotonic() + KILL_SECONDS
         for _ in range(50):  # v1: one by one, again for whatever forked meanwhile
             pids = self.pids()
-            if not pids:
+            left = deadline - time.monotonic()
+            if not pids or left <= 0:
                 return
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.005)
+            kill_and_wait(pids, left)  # a process leaves its group as it exits
 
     def remove(self) -> None:
         """Kill what is left in the group and remove its folders."""

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -145,3 +147,73 @@ def _kill(pids: Iterable[int], groups: Iterable[int]) -> None:
     for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+def kill_and_wait(pids: Iterable[int], timeout: float) -> set[int]:
+    """SIGKILL ``pids`` and wait until they have exited; the pids still running after ``timeout`` s.
+
+    Each is held by a pidfd (Linux 5.3), which becomes readable when its process exits, whoever its
+    parent is: one wait for all of them, where reading who is left every few milliseconds costs the
+    CPU the next run starts on. A process already gone counts as exited. Where pidfds are missing,
+    the kill goes out by pid and the caller's next look finds who is left.
+    """
+    held: dict[int, int] = {}
+    try:
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue  # exited already
+            except (OSError, AttributeError):  # no pidfds here
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                continue
+            held[fd] = pid
+            with contextlib.suppress(OSError):  # by its pidfd: never a process that took its pid since
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        waiting = set(held)
+        watch = select.poll()  # no limit on the descriptors' numbers, unlike select()
+        for fd in waiting:
+            watch.register(fd, select.POLLIN)
+        deadline = time.monotonic() + timeout
+        while waiting:
+            ready = {fd for fd, _ in watch.poll(max(deadline - time.monotonic(), 0) * 1000)}
+            if not ready:
+                break
+            for fd in ready:
+                watch.unregister(fd)
+            waiting -= ready
+        return {held[fd] for fd in waiting}
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def wait_for_exit(process: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for a child to exit, and reap it; False when it is still running.
+
+    One wait on its pidfd, where :meth:`subprocess.Popen.wait` with a timeout polls ``waitpid`` in a
+    loop of sleeps (Python before 3.14).
+    """
+    if process.returncode is not None:
+        return True
+    try:
+        fd = os.pidfd_open(process.pid)
+    except ProcessLookupError:  # reaped by someone else: wait() knows it now
+        fd = None
+    except (OSError, AttributeError):
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    if fd is not None:
+        try:
+            watch = select.poll()
+            watch.register(fd, select.POLLIN)
+            if not watch.poll(timeout * 1000):
+                return False
+        finally:
+            os.close(fd)
+    process.wait()
+    return True

@@ -31,7 +31,7 @@ from typing import IO, Literal
 import attrs
 
 from scenariokit.runner.confinement.cgroups import RunGroup, RunGroups
-from scenariokit.runner.confinement.processes import kill_process_tree
+from scenariokit.runner.confinement.processes import kill_process_tree, wait_for_exit
 from scenariokit.runner.confinement.sandbox import (
     MEMORY_ENV,
     NodeCache,
@@ -460,8 +460,7 @@ class WorkerHandle:
             process, forked = self._process, self._forked
             if process is not None and not (self._bubblewrap and _end_sandbox(process)):
                 kill_process_tree(process.pid)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=5.0)
+                wait_for_exit(process, 5.0)
             if forked is not None:
                 # under bubblewrap it died with its sandbox's PID namespace (its exit follows at once);
                 # without, or when that did not happen, its process group and descendants are found
@@ -515,11 +514,7 @@ def _end_sandbox(process: subprocess.Popen[bytes]) -> bool:
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         process.kill()
-    try:
-        process.wait(timeout=5.0)
-    except subprocess.TimeoutExpired:
-        return False
-    return True
+    return wait_for_exit(process, 5.0)
 
 
 def _close_pipes(process: subprocess.Popen[bytes], *, skip: set[int]) -> None:

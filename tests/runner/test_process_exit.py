@@ -1,0 +1,76 @@
+"""Killing processes and waiting for their exit by pidfd, never by polling (confinement.processes)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scenariokit.runner.confinement.processes import kill_and_wait, wait_for_exit
+
+SLEEP = [sys.executable, "-I", "-c", "import time; time.sleep(60)"]
+
+
+def exited(pid: int) -> bool:
+    """Gone, or a zombie: it ran its last instruction."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in {"Z", "X"}
+
+
+@pytest.fixture
+def sleepers() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def test_kill_and_wait_returns_once_every_process_has_exited(sleepers: list[subprocess.Popen[bytes]]) -> None:
+    sleepers.extend(subprocess.Popen(SLEEP) for _ in range(3))
+
+    assert kill_and_wait([p.pid for p in sleepers], 10) == set()
+
+    assert all(exited(p.pid) for p in sleepers)  # no wait after: they are zombies already
+    assert [p.wait(timeout=0.5) for p in sleepers] == [-9, -9, -9]
+
+
+def test_kill_and_wait_reaches_processes_that_are_not_its_children(tmp_path: Path) -> None:
+    # the shell starts a sleeper in the background and exits: the sleeper is another process's child
+    pid_file = tmp_path / "pid"
+    script = f"{sys.executable} -I -c 'import time; time.sleep(60)' & echo $! > {pid_file}"
+    subprocess.run(["/bin/sh", "-c", script], check=True, timeout=30)
+    orphan = int(pid_file.read_text())
+    assert not exited(orphan)
+
+    assert kill_and_wait([orphan], 10) == set()
+
+    assert exited(orphan)
+
+
+def test_kill_and_wait_skips_a_pid_that_is_gone(sleepers: list[subprocess.Popen[bytes]]) -> None:
+    done = subprocess.Popen([sys.executable, "-I", "-c", "pass"])
+    done.wait(timeout=30)  # reaped: its pid names nobody now
+    sleepers.append(subprocess.Popen(SLEEP))
+
+    assert kill_and_wait([done.pid, sleepers[0].pid], 10) == set()
+    assert sleepers[0].wait(timeout=0.5) == -9
+
+
+def test_wait_for_exit_waits_up_to_its_timeout_then_reaps(sleepers: list[subprocess.Popen[bytes]]) -> None:
+    sleepers.append(process := subprocess.Popen(SLEEP))
+
+    assert not wait_for_exit(process, 0.2)
+    assert process.returncode is None
+
+    os.kill(process.pid, 9)
+    assert wait_for_exit(process, 10)
+    assert process.returncode == -9
+    assert wait_for_exit(process, 0)  # reaped already: nothing to wait for
