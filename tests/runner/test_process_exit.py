@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -74,3 +75,29 @@ def test_wait_for_exit_waits_up_to_its_timeout_then_reaps(sleepers: list[subproc
     assert wait_for_exit(process, 10)
     assert process.returncode == -9
     assert wait_for_exit(process, 0)  # reaped already: nothing to wait for
+
+
+def test_without_pidfds_the_kill_goes_out_by_pid_and_the_pids_count_as_running(
+    sleepers: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sleepers.extend(subprocess.Popen(SLEEP) for _ in range(2))
+
+    def refused(pid: int) -> int:
+        raise OSError(errno.ENOSYS, "pidfd_open refused")
+
+    monkeypatch.setattr(os, "pidfd_open", refused)
+
+    assert kill_and_wait([p.pid for p in sleepers], 10) == {p.pid for p in sleepers}  # not known to be gone
+    assert [p.wait(timeout=10) for p in sleepers] == [-9, -9]
+
+
+def test_without_pidfds_wait_for_exit_waits_as_popen_does(
+    sleepers: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delattr(os, "pidfd_open")
+    sleepers.append(process := subprocess.Popen(SLEEP))
+
+    assert not wait_for_exit(process, 0.1)
+    process.kill()
+    assert wait_for_exit(process, 10)
+    assert process.returncode == -9

@@ -149,15 +149,21 @@ def _kill(pids: Iterable[int], groups: Iterable[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+#: how long :func:`kill_and_wait` lets processes it could not hold by a pidfd die before it returns
+UNHELD_PAUSE_SECONDS = 0.005
+
+
 def kill_and_wait(pids: Iterable[int], timeout: float) -> set[int]:
     """SIGKILL ``pids`` and wait until they have exited; the pids still running after ``timeout`` s.
 
     Each is held by a pidfd (Linux 5.3), which becomes readable when its process exits, whoever its
     parent is: one wait for all of them, where reading who is left every few milliseconds costs the
     CPU the next run starts on. A process already gone counts as exited. Where pidfds are missing,
-    the kill goes out by pid and the caller's next look finds who is left.
+    the kill goes out by pid, a moment passes (:data:`UNHELD_PAUSE_SECONDS`) and those pids count as
+    still running: the caller's next look finds who is left.
     """
     held: dict[int, int] = {}
+    unheld: set[int] = set()
     try:
         for pid in pids:
             try:
@@ -167,6 +173,7 @@ def kill_and_wait(pids: Iterable[int], timeout: float) -> set[int]:
             except (OSError, AttributeError):  # no pidfds here
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+                unheld.add(pid)
                 continue
             held[fd] = pid
             with contextlib.suppress(OSError):  # by its pidfd: never a process that took its pid since
@@ -183,7 +190,9 @@ def kill_and_wait(pids: Iterable[int], timeout: float) -> set[int]:
             for fd in ready:
                 watch.unregister(fd)
             waiting -= ready
-        return {held[fd] for fd in waiting}
+        if unheld:
+            time.sleep(min(UNHELD_PAUSE_SECONDS, timeout))
+        return {held[fd] for fd in waiting} | unheld
     finally:
         for fd in held:
             os.close(fd)
