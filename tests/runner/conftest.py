@@ -18,7 +18,7 @@ import attrs
 import pytest
 import pytest_asyncio
 
-from scenariokit.domain.job import RunEvent, RunFinished, RunJob, SessionReleased, StepJob
+from scenariokit.domain.job import RunEvent, RunFinished, RunJob, SessionReleased, StepJob, StepStarted
 from scenariokit.runner.confinement.processes import process_table, process_tree
 from scenariokit.runner.confinement.sandbox import SandboxConfig
 from scenariokit.runner.parent.executor import WorkerPool
@@ -216,3 +216,25 @@ def run(pool: WorkerPool) -> Runner:
         return outcome, events
 
     return execute
+
+
+#: ``start(job) -> the run's future``, returned once its first step has started
+Starter = Callable[[RunJob], Awaitable["asyncio.Future[RunFinished]"]]
+
+
+@pytest.fixture
+def start_run(pool: WorkerPool) -> Starter:
+    """Start a job on the shared pool and return its outcome's future once its first step has started."""
+
+    async def start(job: RunJob) -> asyncio.Future[RunFinished]:
+        started = asyncio.Event()
+
+        async def on_event(event: RunEvent) -> None:
+            if isinstance(event, StepStarted):
+                started.set()
+
+        running = asyncio.ensure_future(pool.execute(job, on_event))
+        await asyncio.wait_for(started.wait(), 30)
+        return running
+
+    return start

@@ -27,6 +27,7 @@ from scenariokit.runner.parent.executor import WorkerPool
 
 JobFactory = Callable[..., RunJob]
 Runner = Callable[..., Awaitable[tuple[RunFinished, list[RunEvent]]]]
+Starter = Callable[[RunJob], Awaitable["asyncio.Future[RunFinished]"]]
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
@@ -299,17 +300,10 @@ async def test_browser_crash_fails_the_run_and_the_pool_keeps_serving(
     ],
 )
 async def test_cancel_stops_a_running_run_within_a_second(
-    pool: WorkerPool, make_job: JobFactory, code: str
+    pool: WorkerPool, start_run: Starter, make_job: JobFactory, code: str
 ) -> None:
     job = make_job(code, "print('skipped')", step_timeout=30)
-    step_started = asyncio.Event()
-
-    async def on_event(event: RunEvent) -> None:
-        if isinstance(event, StepStarted):
-            step_started.set()
-
-    execution = asyncio.ensure_future(pool.execute(job, on_event))
-    await asyncio.wait_for(step_started.wait(), 10)
+    execution = await start_run(job)
     asked = time.monotonic()
     assert await pool.cancel(job.run_id)
     outcome = await execution

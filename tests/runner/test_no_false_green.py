@@ -13,12 +13,13 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob, StepStarted
+from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob
 from scenariokit.domain.model import RunErrorKind, StepStatus
 from scenariokit.runner.parent.executor import WorkerPool
 
 JobFactory = Callable[..., RunJob]
 Runner = Callable[..., Awaitable[tuple[RunFinished, list[RunEvent]]]]
+Starter = Callable[[RunJob], Awaitable["asyncio.Future[RunFinished]"]]
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
@@ -158,17 +159,10 @@ async def test_a_dropped_coroutine_wins_over_the_time_limit_it_made_the_step_wai
 
 
 async def test_a_cancelled_run_stays_cancelled_whatever_its_step_dropped(
-    pool: WorkerPool, make_job: JobFactory
+    pool: WorkerPool, start_run: Starter, make_job: JobFactory
 ) -> None:
     job = make_job("page.goto(helpers.getEnvUrl())\nawait page.click('#sign-in')", step_timeout=30)
-    started = asyncio.Event()
-
-    async def collect(event: RunEvent) -> None:
-        if isinstance(event, StepStarted):
-            started.set()
-
-    running = asyncio.ensure_future(pool.execute(job, collect))
-    await asyncio.wait_for(started.wait(), 30)
+    running = await start_run(job)
     await asyncio.sleep(0.3)  # the dropped goto is behind it; the click waits
     assert await pool.cancel(job.run_id)
     outcome = await asyncio.wait_for(running, 30)
