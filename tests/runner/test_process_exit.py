@@ -1,9 +1,12 @@
-"""Killing processes and waiting for their exit by pidfd, never by polling (confinement.processes)."""
+"""Killing processes and waiting for their exit by pidfd, never by polling (confinement.processes), and
+waiting on descriptors of any number (``poll``, not ``select``)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import resource
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from scenariokit.runner.confinement.processes import kill_and_wait, wait_for_exit
+from scenariokit.runner.confinement.processes import kill_and_wait, wait_for_exit, wait_readable
+from scenariokit.runner.confinement.zygote import ForkedWorker
 
 SLEEP = [sys.executable, "-I", "-c", "import time; time.sleep(60)"]
 
@@ -101,3 +105,41 @@ def test_without_pidfds_wait_for_exit_waits_as_popen_does(
     process.kill()
     assert wait_for_exit(process, 10)
     assert process.returncode == -9
+
+
+@pytest.fixture
+def high_pipe() -> Iterator[tuple[int, int]]:
+    """A pipe whose read end is numbered past 1024, as in a service whose open-file limit is raised."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1600
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        pytest.skip(f"the open-file limit's hard value ({hard}) keeps descriptors under {wanted}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
+    read, write = os.pipe()
+    high = os.dup2(read, 1500)
+    os.close(read)
+    try:
+        yield high, write
+    finally:
+        for fd in (high, write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_wait_readable_serves_descriptors_past_1024(high_pipe: tuple[int, int]) -> None:
+    read, write = high_pipe
+
+    assert not wait_readable(read, 0.05)
+    os.write(write, b"x")
+    assert wait_readable(read, 5)
+
+
+def test_a_forked_workers_exit_is_read_from_a_status_pipe_past_1024(high_pipe: tuple[int, int]) -> None:
+    read, write = high_pipe
+    worker = ForkedWorker(pid=os.getpid(), status=read)
+
+    assert worker.wait(0.05) is None
+    os.write(write, b"exit 3\n")
+    assert worker.wait(5) == 3
+    worker.close()

@@ -149,6 +149,17 @@ def _kill(pids: Iterable[int], groups: Iterable[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def wait_readable(fd: int, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds until ``fd`` has something to read, or its end; False when not.
+
+    ``poll``, not ``select``: a service whose open-file limit is raised (a container's often is) opens
+    descriptors numbered past 1024, which ``select`` refuses with ``ValueError``.
+    """
+    watch = select.poll()
+    watch.register(fd, select.POLLIN)
+    return bool(watch.poll(max(timeout, 0) * 1000))
+
+
 #: how long :func:`kill_and_wait` lets processes it could not hold by a pidfd die before it returns
 UNHELD_PAUSE_SECONDS = 0.005
 
@@ -218,9 +229,7 @@ def wait_for_exit(process: subprocess.Popen[bytes], timeout: float) -> bool:
         return True
     if fd is not None:
         try:
-            watch = select.poll()
-            watch.register(fd, select.POLLIN)
-            if not watch.poll(timeout * 1000):
+            if not wait_readable(fd, timeout):
                 return False
         finally:
             os.close(fd)

@@ -17,7 +17,6 @@ import functools
 import json
 import logging
 import os
-import select
 import socket
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scenariokit.domain.errors import ScenarioKitError
-from scenariokit.runner.confinement.processes import proc_problem
+from scenariokit.runner.confinement.processes import proc_problem, wait_readable
 from scenariokit.runner.confinement.sandbox import SandboxKind, bubblewrap_path, sandbox_join_problem
 from scenariokit.runner.protocol import ForkRequest, encode_frame
 
@@ -128,7 +127,7 @@ class ForkedWorker:
                 if self._ended or self._status is None:
                     break
                 left = deadline - time.monotonic()
-                if left < 0 or not select.select([self._status], [], [], max(left, 0))[0]:
+                if left < 0 or not wait_readable(self._status, left):
                     return None
                 data = os.read(self._status, 4096)
                 if not data:  # the zygote is gone: it has said all it will
@@ -282,7 +281,7 @@ class Zygote:
         pending = ""
         while pid is None or not started:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([status], [], [], left)[0]:
+            if left <= 0 or not wait_readable(status, left):
                 raise _Overdue(f"the forked worker did not start within {FORK_SECONDS:g} s")
             data = os.read(status, 4096)
             if not data:

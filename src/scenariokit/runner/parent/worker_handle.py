@@ -17,7 +17,6 @@ import contextlib
 import json
 import logging
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -31,7 +30,7 @@ from typing import IO, Literal
 import attrs
 
 from scenariokit.runner.confinement.cgroups import RunGroup, RunGroups
-from scenariokit.runner.confinement.processes import kill_process_tree, wait_for_exit
+from scenariokit.runner.confinement.processes import kill_process_tree, wait_for_exit, wait_readable
 from scenariokit.runner.confinement.sandbox import (
     MEMORY_ENV,
     NodeCache,
@@ -530,7 +529,7 @@ def _close_pipes(process: subprocess.Popen[bytes], *, skip: set[int]) -> None:
 def _readable(fd: int, deadline: float) -> bool:
     """Wait until ``fd`` has something to read (or its end); False once ``deadline`` passed."""
     left = deadline - time.monotonic()
-    if left <= 0 or not select.select([fd], [], [], left)[0]:
+    if left <= 0 or not wait_readable(fd, left):
         raise RuntimeError(f"the sandbox was not set up within {FORK_SECONDS:g} s")
     return True
 
