@@ -182,13 +182,12 @@ def kill_and_wait(pids: Iterable[int], timeout: float) -> set[int]:
             except ProcessLookupError:
                 continue  # exited already
             except (OSError, AttributeError):  # no pidfds here
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
                 unheld.add(pid)
                 continue
             held[fd] = pid
             with contextlib.suppress(OSError):  # by its pidfd: never a process that took its pid since
                 signal.pidfd_send_signal(fd, signal.SIGKILL)
+        _kill(unheld, ())
         waiting = set(held)
         watch = select.poll()  # no limit on the descriptors' numbers, unlike select()
         for fd in waiting:
@@ -219,19 +218,19 @@ def wait_for_exit(process: subprocess.Popen[bytes], timeout: float) -> bool:
         return True
     try:
         fd = os.pidfd_open(process.pid)
-    except ProcessLookupError:  # reaped by someone else: wait() knows it now
-        fd = None
+    except ProcessLookupError:  # reaped by another thread's wait(): this one returns at once
+        process.wait()
+        return True
     except (OSError, AttributeError):
         try:
             process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             return False
         return True
-    if fd is not None:
-        try:
-            if not wait_readable(fd, timeout):
-                return False
-        finally:
-            os.close(fd)
-    process.wait()
-    return True
+    try:
+        exited = wait_readable(fd, timeout)
+    finally:
+        os.close(fd)
+    if exited:
+        process.wait()
+    return exited
