@@ -371,7 +371,9 @@ class RunExecution:
         if not watch.unawaited or (failure is not None and failure[0] not in STEP_CODE_FAILURES):
             return failure
         if failure is not None:  # most likely a consequence: the call that never ran is the cause
-            self._log("warning", f"{step_label(step)} also failed: {failure[1]}")
+            label = step_label(step)  # a time limit's message names the step already: say it once
+            also = failure[1].removeprefix(f"{label} ")
+            self._log("warning", f"{label} also failed: {also}")
         return RunErrorKind.ERROR, watch.unawaited[0].message(step)
 
     def _source_of(self, namespace: StepNamespace, step: StepJob, filename: str) -> str | None:
