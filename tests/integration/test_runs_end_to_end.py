@@ -129,6 +129,37 @@ async def test_a_linked_credential_is_readable_and_its_secret_never_logged(
     assert all("s3cr3t-value" not in (r.error or "") for r in result.run.step_results)
 
 
+async def test_a_run_is_given_the_snippets_its_code_calls_and_names_the_nearest_of_the_rest(
+    kit: scenariokit.Kit, site: Site
+) -> None:
+    env = await _env(kit, site)
+    snippets = {
+        "login": "await runSnippet('shout', [args[0]])\nreturn 'in as ' + args[0]",
+        "shout": "log(args[0].upper())",
+        "unrelated": "log('never called')",
+    }
+    for alias, code in snippets.items():
+        await kit.snippets.create({"alias": alias, "title": alias, "code": code})
+    calls = {
+        "literal": "log(await runSnippet('login', ['ada']))",
+        "computed": "log(await runSnippet('log' + 'in', ['bob']))",  # the run is given every snippet
+        "typo": "await runSnippet('logn', ['ada'])",  # not stored: the run is given every snippet
+    }
+    results = {}
+    for name, code in calls.items():
+        scenario = await kit.scenarios.create({"name": name, "steps": [{"execCode": code}]})
+        results[name] = await kit.run(scenario.id, environment_id=env.id, timeout=60)
+
+    for name, user in (("literal", "ada"), ("computed", "bob")):
+        run = results[name].run
+        assert run.status is RunStatus.PASS, run.error
+        messages = [line.message for line in results[name].logs.items]
+        assert user.upper() in messages and f"in as {user}" in messages
+    typo = results["typo"].run
+    assert typo.status is RunStatus.FAIL and typo.error is not None
+    assert typo.error.message == "LookupError: unknown snippet 'logn'; did you mean login? (line 1)"
+
+
 async def test_a_running_run_is_cancelled_within_a_second(kit: scenariokit.Kit, site: Site) -> None:
     env = await _env(kit, site)
     scenario = await kit.scenarios.create(

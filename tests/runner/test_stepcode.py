@@ -303,6 +303,38 @@ async def test_stored_snippets_win_over_plugin_sources_which_are_asked_next() ->
         await names.run_snippet("missing")
 
 
+@pytest.mark.parametrize(
+    ("code", "called"),
+    [
+        ("await page.goto(helpers.getEnvUrl())", frozenset()),
+        ("await runSnippet('login', ['ada'])\nawait run_snippet('fill')", frozenset({"login", "fill"})),
+        ("await run_snippet(alias='fill', args=[1])", frozenset({"fill"})),
+        ("return await runSnippet('inner')", frozenset({"inner"})),  # snippet code
+        ("async def go():\n    await runSnippet('x')\nawait go()", frozenset({"x"})),
+        ("await runSnippet(name)", None),
+        ("await runSnippet(f'log{suffix}')", None),
+        ("await runSnippet(*aliases)", None),
+        ("await runSnippet(**call)", None),
+        ("call = runSnippet\nawait call('x')", None),
+        ("await asyncio.gather(*map(runSnippet, ['a']))", None),
+        ("await globals()['runSnippet']('x')", None),
+        ("await getattr(helpers, 'x')", None),
+        ("await eval('runSnippet(\"x\")')", None),
+        ("import inspect", None),
+        ("from sys import modules", None),
+        ("await print.__self__.run_snippet('x')", None),
+        ("(lambda: 0).__globals__", None),
+        ("frame = error.__traceback__.tb_frame", None),
+        ("await page.run_snippet('x')", None),
+        ("if x print(x)", None),
+    ],
+)
+def test_the_snippets_code_calls_are_read_from_it_or_it_may_call_any(
+    code: str, called: frozenset[str] | None
+) -> None:
+    assert domain_code.snippets_called(code) == called
+
+
 async def test_a_snippet_that_does_not_compile_says_which_and_where() -> None:
     names, _ = namespace(job(snippets={"broken": "x = 1\nif x print(x)"}))
 

@@ -6,8 +6,10 @@ import asyncio
 import uuid
 
 import attrs
+import pytest
 
 from json_services import json_services
+from scenariokit.domain.job import RunJob
 from scenariokit.domain.model import RunErrorKind, RunStatus
 from scenariokit.services import RunSettings, Services
 from scenariokit.storage.opening import open_store
@@ -48,7 +50,7 @@ async def test_claim_resolves_what_the_run_needs(services: Services) -> None:
         {
             "name": "s",
             "timeoutSeconds": 9,
-            "steps": [{"execCode": "a", "timeoutSeconds": 3}, {"execCode": "b"}],
+            "steps": [{"execCode": "a", "timeoutSeconds": 3}, {"execCode": "await runSnippet('greet', [1])"}],
             "credentials": [{"credentialId": str(cred.id), "alias": "me"}],
         }
     )
@@ -61,6 +63,58 @@ async def test_claim_resolves_what_the_run_needs(services: Services) -> None:
     assert job.run_timeout == 9 and job.env_data == {"url": "http://x"}
     assert [(c.alias, c.username, c.secret) for c in job.credentials] == [("me", "u", "pw")]
     assert job.snippets == {"greet": "return args[0]"}
+
+
+SNIPPETS = {
+    "login": "await runSnippet('fill', ['#user', args[0]])\nawait run_snippet(alias='submit')",
+    "fill": "await page.fill(args[0], args[1])",
+    "submit": "await page.click('button')",
+    "logout": "await page.click('#logout')",
+    "banner": "await runSnippet('b' + 'anner2')",
+}
+
+
+async def _job(services: Services, *codes: str) -> RunJob:
+    """The job a worker is given for a run of a scenario with steps of ``codes``, :data:`SNIPPETS` stored."""
+    env = await services.environments.create({"name": "env", "data": {"url": "http://x"}})
+    for alias, code in SNIPPETS.items():
+        await services.snippets.create({"alias": alias, "title": alias, "code": code})
+    scenario = await services.scenarios.create({"name": "s", "steps": [{"execCode": c} for c in codes]})
+    await services.runs.create({"scenarioId": str(scenario.id), "environmentId": str(env.id)})
+    claimed = await services.runs.claim("w")
+    assert claimed is not None
+    return claimed[1]
+
+
+async def test_a_job_carries_the_snippets_its_steps_call_and_those_these_call(services: Services) -> None:
+    job = await _job(services, "await runSnippet('login', ['ada'])", "log('no snippet')")
+
+    assert job.snippets == {alias: SNIPPETS[alias] for alias in ("login", "fill", "submit")}
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "await runSnippet('log' + 'out')",  # an alias computed in the step
+        "await runSnippet('banner')",  # a snippet that computes one
+        "go = runSnippet\nawait go('logout')",
+        "await globals()['runSnippet']('logout')",
+        "import sys",
+        "await log.__self__.run_snippet('logout')",
+    ],
+)
+async def test_a_job_carries_every_snippet_when_the_code_may_call_any(services: Services, code: str) -> None:
+    job = await _job(services, "log(1)", code)
+
+    assert job.snippets == SNIPPETS
+
+
+async def test_a_job_calling_an_alias_not_stored_carries_every_snippet(services: Services) -> None:
+    # 'common-login' may be a plugin's, whose code (read in the worker) may call any stored snippet;
+    # or nobody's, and the run's message names the nearest stored aliases
+    job = await _job(services, "await runSnippet('fill', ['#q', 'x'])", "await runSnippet('common-login')")
+
+    assert job.snippets == SNIPPETS
 
 
 async def test_a_run_whose_lease_expires_ends_as_worker_lost(services: Services) -> None:

@@ -309,3 +309,61 @@ def step_warnings(steps: Sequence[Any], *, scenario_id: uuid.UUID | None = None)
         for step in sorted(steps, key=lambda s: s.order)
         for found in unawaited_calls(step.exec_code)
     ]
+
+
+# --- which snippets code runs (the job a run's worker gets) ------------------------------------------
+
+#: Builtins through which code reaches a name by a string (the step namespace's ``runSnippet``
+#: included) or runs code no reading can see; code naming one may call any snippet.
+NAMESPACE_DOORS = frozenset(
+    {"globals", "locals", "vars", "eval", "exec", "compile", "getattr", "__import__", "__builtins__"}
+)
+#: Attributes through which code reaches a frame's or a function's globals.
+FRAME_ATTRIBUTES = frozenset(
+    {"f_globals", "f_locals", "f_back", "gi_frame", "cr_frame", "ag_frame", "tb_frame"}
+)
+
+
+@remembered_by_text
+def snippets_called(code: str) -> frozenset[str] | None:
+    """The aliases ``code`` (step or snippet code) runs with ``runSnippet``, or None when it may run others.
+
+    A call ``runSnippet("login", ...)`` (or ``run_snippet``, the alias also given as ``alias=``) names
+    its snippet. Code that passes an alias it computes, keeps ``runSnippet`` in another name, imports,
+    reaches a name by a string (``globals()``, ``getattr``, ``eval``) or goes through an attribute
+    starting with ``_`` or a frame's could run any snippet: None, and its run is given every one.
+    Code that does not parse: None too (its run fails on the syntax, whatever it is given).
+    """
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    named: set[str] = set()
+    calls: set[int] = set()  # the runSnippet names that are the callee of a call naming its alias
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in STEP_COROUTINES:
+            alias = _literal_alias(node)
+            if alias is None:
+                return None
+            named.add(alias)
+            calls.add(id(node.func))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            return None
+        if isinstance(node, ast.Name) and (
+            node.id in NAMESPACE_DOORS or (node.id in STEP_COROUTINES and id(node) not in calls)
+        ):
+            return None
+        if isinstance(node, ast.Attribute) and (
+            node.attr.startswith("_") or node.attr in FRAME_ATTRIBUTES or node.attr in STEP_COROUTINES
+        ):
+            return None
+    return frozenset(named)
+
+
+def _literal_alias(call: ast.Call) -> str | None:
+    """The alias a ``runSnippet`` call names as a string literal, or None."""
+    given = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "alias"), None)
+    if isinstance(given, ast.Constant) and isinstance(given.value, str):
+        return given.value
+    return None

@@ -111,7 +111,9 @@ class RunJob:
     env_name: str
     env_data: dict[str, Any]
     credentials: tuple[CredentialValue, ...] = ()
-    #: alias -> code of every snippet in the store; plugin snippet sources are asked in the worker.
+    #: alias -> code of the stored snippets the run's code may call: those its steps call by name, and
+    #: those these call; every stored snippet where that cannot be told (``services.runs._snippets_of``).
+    #: An alias not among them is asked of the plugins' snippet sources in the worker.
     snippets: dict[str, str] = attrs.field(factory=dict)
     #: whole-run limit in seconds; None means the sum of the step limits.
     timeout_seconds: float | None = None

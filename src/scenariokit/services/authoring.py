@@ -61,7 +61,7 @@ class AuthoringService(ServiceBase):
                     raise missing_reference("sessionId", "saved session", command.session_id)
                 state = session.storage_state
             found = {c.id: c for c in await uow.credentials.get_many([x.credential_id for x in links])}
-            snippets = {s.alias: s.code for s in await uow.snippets.all()}
+            snippets = await uow.snippets.code_by_alias()  # code typed later may call any
         steps = tuple(step_job(step) for step in replayed)
         for step in steps:
             if step.syntax_error is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import attrs
 
 from scenariokit.domain.browser import BrowserSettings, masked_settings, run_settings
+from scenariokit.domain.code import snippets_called
 from scenariokit.domain.errors import Conflict, NotFound, ScenarioKitError, ValidationError
 from scenariokit.domain.job import (
     CredentialValue,
@@ -362,7 +363,7 @@ class RunService(ServiceBase):
                 c.id: c
                 for c in await uow.credentials.get_many([x.credential_id for x in scenario.credentials])
             }
-            snippets = {s.alias: s.code for s in await uow.snippets.all()}
+            snippets = await _snippets_of(uow, [step.exec_code for step in scenario.steps])
             state = None
             if run.source_session_id is not None:
                 source = await uow.sessions.get(run.source_session_id)
@@ -692,6 +693,36 @@ async def _as_queued(uow: UnitOfWork, scenario: Scenario, run: Run) -> Scenario:
     if revision is None:
         raise ScenarioKitError(f"revision {run.scenario_revision} of the run's scenario is not stored")
     return revision.as_scenario(scenario)
+
+
+async def _snippets_of(uow: UnitOfWork, codes: Sequence[str]) -> dict[str, str]:
+    """The stored snippets steps of ``codes`` may run, alias -> code.
+
+    The snippets the steps call by name, and those these call, and so on: a store of hundreds of
+    snippets costs a run the few it calls, not a read and a frame of all of them. Every snippet when
+    that cannot be told: some code may call one by an alias it computes
+    (:func:`~scenariokit.domain.code.snippets_called`), or calls one the store does not hold, which may
+    be a plugin's (its code, read in the worker, may call any stored one) or nobody's (the run's
+    message names the nearest stored aliases).
+    """
+    wanted: set[str] = set()
+    for code in codes:
+        called = snippets_called(code)
+        if called is None:
+            return await uow.snippets.code_by_alias()
+        wanted |= called
+    found: dict[str, str] = {}
+    while pending := wanted - found.keys():
+        stored = await uow.snippets.code_by_alias(pending)
+        if stored.keys() != pending:
+            return await uow.snippets.code_by_alias()
+        for alias, code in stored.items():
+            called = snippets_called(code)
+            if called is None:
+                return await uow.snippets.code_by_alias()
+            found[alias] = code
+            wanted |= called
+    return found
 
 
 async def _with_links(uow: UnitOfWork, page: Page[Run]) -> Page[RunDetail]:

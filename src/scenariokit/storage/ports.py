@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Generic, Self, TypeVar
@@ -128,8 +128,8 @@ class SnippetRepository(Repository[Snippet, SnippetQuery]):
         """The snippet with this alias, or None."""
 
     @abc.abstractmethod
-    async def all(self) -> list[Snippet]:
-        """Every snippet (a run resolves snippets by alias from these)."""
+    async def code_by_alias(self, aliases: Collection[str] | None = None) -> dict[str, str]:
+        """alias -> code of the snippets with these aliases (those that exist), or of every snippet."""
 
 
 class SessionRepository(Repository[Session, SessionQuery]):

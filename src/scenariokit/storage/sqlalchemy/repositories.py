@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -238,9 +238,13 @@ class SnippetRepository(_TableRepository[Snippet, SnippetQuery], ports.SnippetRe
         row = (await self.conn.execute(sa.select(self.table).where(self.table.c.alias == alias))).first()
         return self.from_row(row) if row else None
 
-    async def all(self) -> list[Snippet]:
-        rows = (await self.conn.execute(sa.select(self.table).order_by(self.table.c.alias))).all()
-        return [self.from_row(row) for row in rows]
+    async def code_by_alias(self, aliases: Collection[str] | None = None) -> dict[str, str]:
+        stmt = sa.select(self.table.c.alias, self.table.c.code)
+        if aliases is not None:
+            if not aliases:
+                return {}
+            stmt = stmt.where(self.table.c.alias.in_(sorted(aliases)))
+        return {alias: code for alias, code in (await self.conn.execute(stmt)).all()}
 
 
 class SessionRepository(_TableRepository[Session, SessionQuery], ports.SessionRepository):
