@@ -114,6 +114,10 @@ async def test_hook_browser_provider_launches_the_run_browser() -> None:
     the_job = job()
     launcher = PluginHooks(plugins.hook).browser_provider(the_job)
     assert launcher is not None
+    # such a worker's driver sends Playwright's devices: the launcher is handed the Playwright object
+    assert PluginHooks(plugins.hook).provides_browsers
+    assert not PluginHooks(scenariokit.get_plugin_manager().hook).provides_browsers
+    assert not PluginHooks(None).provides_browsers
 
     async with async_playwright() as playwright:
         browser = await launcher(playwright)

@@ -20,6 +20,7 @@ from scenariokit.domain.job import LogEvent, RunEvent, RunFinished, RunJob
 from scenariokit.runner.confinement import driver_snapshot, sandbox
 from scenariokit.runner.confinement.driver_snapshot import (
     BLOB_NAME,
+    DEVICES_ENV,
     DRIVER_TUNABLES,
     LAUNCHER_NAME,
     NODE_PATH_ENV,
@@ -301,6 +302,20 @@ def browser_runs_its_network_service_inside(events: list[RunEvent]) -> bool:
     return inside
 
 
+#: step code that reports how many devices its worker's Playwright got from its driver (what
+#: ``playwright.devices`` holds; step code has no Playwright object, so it is read off the connection)
+DEVICES_SENT = """
+utils = page._impl_obj._connection.local_utils
+print('devices', len((utils() if callable(utils) else utils).devices))
+"""
+
+
+def devices_sent(events: list[RunEvent]) -> int:
+    """What :data:`DEVICES_SENT` printed."""
+    (count,) = printed(events, "devices ")
+    return int(count)
+
+
 #: step code that reports how its worker's driver was started, then makes HTTP requests from it
 DRIVER_AND_HTTP = (
     """
@@ -318,6 +333,7 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
         print('tunables', [v for v in environ if v.startswith(b'GLIBC_TUNABLES=')])
 """
     + BROWSER_PROCESSES
+    + DEVICES_SENT
     + HTTP_FROM_THE_DRIVER
 )
 
@@ -354,6 +370,9 @@ async def _runs_until_started_from_snapshot(
             # from the snapshot, the browser's network service runs in its browser process; started
             # the ordinary way, the driver launches it as Playwright does
             assert browser_runs_its_network_service_inside(events) is expected
+            # from the snapshot, the driver leaves out the device list the worker does not read (a
+            # worker without plugins that launch browsers); started the ordinary way it sends it all
+            assert (devices_sent(events) == 0) is expected, devices_sent(events)
             return events
     raise AssertionError(f"no worker's driver was started {'from' if expected else 'without'} the snapshot")
 
@@ -461,14 +480,15 @@ async def test_a_pool_told_not_to_builds_no_snapshot(
 # --- how its driver launches Chromium ------------------------------------------------------------------
 
 LAUNCH_FLAGS = Path(driver_snapshot.__file__).with_name("driver_launch_flags.js")
+DEVICES = Path(driver_snapshot.__file__).with_name("driver_devices.js")
 
 
-def _node(script: str) -> str:
+def _node(script: str, module: Path = LAUNCH_FLAGS) -> str:
     found = bundled_driver()
     if found is None:
         pytest.skip("this Playwright ships no Node.js of its own")
     done = subprocess.run(
-        [str(found[0]), "-e", script, str(LAUNCH_FLAGS), str(found[1])],
+        [str(found[0]), "-e", script, str(module), str(found[1])],
         capture_output=True,
         text=True,
         timeout=60,
@@ -518,6 +538,35 @@ def test_the_drivers_chromium_runs_its_network_service_in_process_and_keeps_play
     assert [arg for arg in answer["after"] if not arg.startswith("--enable-features=")] == [
         arg for arg in answer["before"] if not arg.startswith("--enable-features=")
     ]
+
+
+@pytest.mark.parametrize(("value", "asked"), [("none", True), ("all", False), (None, False)])
+def test_a_driver_leaves_out_playwrights_devices_only_when_its_environment_says_none(
+    value: str | None, asked: bool
+) -> None:
+    """The worker's word is taken out of the environment either way, from an object or a list of
+    NAME=value (the zygote's request), before the environment is checked against the driver's load."""
+    env = {"HOME": "/h"} if value is None else {"HOME": "/h", DEVICES_ENV: value}
+    printed = _node(
+        "const { VARIABLE, takeAsk, leaveOutDevices } = require(process.argv[1]);"
+        "const core = require(require('path').join(process.argv[2], 'lib', 'coreBundle.js'));"
+        "const before = Object.keys(core.server.deviceDescriptors).length;"
+        f"const env = {json.dumps(env)};"
+        "const entries = Object.entries(env).map(([name, value]) => `${name}=${value}`);"
+        "const answers = [takeAsk(env), takeAsk(entries)];"
+        "const emptied = answers[0] && leaveOutDevices(core);"
+        "const after = Object.keys(core.server.deviceDescriptors).length;"
+        "process.stdout.write(JSON.stringify({ VARIABLE, answers, emptied, before, after, env, entries }));",
+        DEVICES,
+    )
+    answer = json.loads(printed)
+    assert answer["VARIABLE"] == DEVICES_ENV
+    assert answer["answers"] == [asked, asked]
+    assert answer["emptied"] is asked
+    assert answer["before"] > 100  # Playwright's list, as a worker that asks for nothing gets it
+    assert answer["after"] == (0 if asked else answer["before"])
+    assert answer["env"] == {"HOME": "/h"}  # the browser is started with the driver's own environment
+    assert answer["entries"] == ["HOME=/h"]
 
 
 def _enable_features(pid: int) -> list[str]:

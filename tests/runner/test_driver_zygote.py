@@ -22,8 +22,10 @@ from pathlib import Path
 import pytest
 from test_driver_snapshot import (
     BROWSER_PROCESSES,
+    DEVICES_SENT,
     HTTP_FROM_THE_DRIVER,
     browser_runs_its_network_service_inside,
+    devices_sent,
     printed,
     run_collecting,
 )
@@ -429,16 +431,20 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
     except OSError:
         continue
 print('forked', forked)
-# the worker asked the zygote itself: no launcher process started for its Playwright
+# the worker asked the zygote itself: no launcher process started for its Playwright (counted among
+# the worker's children: without a sandbox, other tests' launchers are in sight too)
 launchers = 0
 for pid in filter(str.isdigit, os.listdir('/proc')):
     try:
-        launchers += b'node-from-zygote' in open(f'/proc/{pid}/cmdline', 'rb').read()
+        parent = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])
+        command = open(f'/proc/{pid}/cmdline', 'rb').read()
+        launchers += parent == os.getpid() and b'node-from-zygote' in command
     except OSError:
         continue
 print('launchers', launchers)
 """
     + BROWSER_PROCESSES
+    + DEVICES_SENT
     + HTTP_FROM_THE_DRIVER
 )
 
@@ -467,6 +473,7 @@ async def test_workers_get_drivers_forked_from_the_pools_zygote_and_they_speak_h
             if printed(events, "forked ") == ["True"]:
                 assert printed(events, "launchers ") == ["0"]
                 assert browser_runs_its_network_service_inside(events)  # as the zygote's driver launches it
+                assert devices_sent(events) == 0  # the worker reads none (driver_devices.js)
                 return
     raise AssertionError("no worker's driver was forked from the zygote")
 

@@ -185,6 +185,8 @@ const utils = load(path.join(PACKAGE, 'lib', 'utilsBundle.js'));
 // driver_launch_flags.js, loaded with the loader above: every run's driver launches Chromium with its
 // network service in the browser process.
 load(path.join(path.dirname(path.resolve(process.argv[1])), 'driver_launch_flags.js')).launchChromiumWith(core);
+// driver_devices.js, the same way: a driver leaves Playwright's device list out when its worker asks.
+const { takeAsk: takeDevicesAsk, leaveOutDevices } = load(path.join(path.dirname(path.resolve(process.argv[1])), 'driver_devices.js'));
 
 if (typeof process.execve !== 'function') throw new Error('this Node.js cannot start the driver again the ordinary way');
 if (typeof core.libCli?.decorateProgram !== 'function' || typeof utils.program?.parse !== 'function') {
@@ -235,6 +237,7 @@ function changedVariable() {
 v8.startupSnapshot.setDeserializeMainFunction(() => {
   const blob = process.execArgv.indexOf('--snapshot-blob');
   if (blob >= 0) process.execArgv.splice(blob, 2);  // a node the driver forks starts from its own script
+  const withoutDevices = takeDevicesAsk(process.env);  // the worker's word to this entry, taken out
   const changed = changedVariable();
   if (changed !== null) {  // started again the ordinary way: loading reads the variables again
     fs.writeSync(2, `scenariokit: the Playwright driver loads without its start-up snapshot: ${changed} changed since it was built\n`);
@@ -244,6 +247,7 @@ v8.startupSnapshot.setDeserializeMainFunction(() => {
     process.chdir('.');  // a module that cached the working directory while loading (graceful-fs) reads it again
   } catch {}
   if (clockOriginRead) core.iso.setTimeOrigin(performance.timeOrigin);
+  if (withoutDevices) leaveOutDevices(core);
   const { program } = utils;
   core.libCli.decorateProgram(program);
   core.libCliTestStub.decorateProgram(program);

@@ -33,6 +33,10 @@ WARM_UP_FAILED = 3
 #: ``GLIBC_TUNABLES`` the worker was given; a glibc that does not know it ignores it.
 DRIVER_TUNABLES = "glibc.malloc.hugetlb=1"
 TUNABLES_ENV = "GLIBC_TUNABLES"
+#: set to ``none`` in a worker's environment when nothing in it reads ``playwright.devices``: its driver,
+#: forked by the driver zygote or started from the snapshot, then sends an empty device list
+#: (``driver_devices.js``), not 70 KB of JSON that the client checks field by field in every run
+DEVICES_ENV = "SCENARIOKIT_DRIVER_DEVICES"
 
 
 def bundled_driver() -> tuple[Path, Path] | None:

@@ -134,6 +134,8 @@ if (typeof core.libCli?.decorateProgram !== 'function' || typeof utils.program?.
 process.argv = [process.execPath, path.join(PACKAGE, 'cli.js'), 'run-driver'];
 // every driver it forks launches Chromium with its network service in the browser process
 require('./driver_launch_flags.js').launchChromiumWith(core);
+// and leaves Playwright's device list out of its connection when its worker asks (driver_devices.js)
+const { takeAsk: takeDevicesAsk, leaveOutDevices } = require('./driver_devices.js');
 core.libCli.decorateProgram(utils.program);
 core.libCliTestStub.decorateProgram(utils.program);
 process.env = processEnv;
@@ -313,11 +315,12 @@ function requester(connection, requestedEnviron) {
     opened.push(cwd);
     const root = fs.statSync(`/proc/${pid}/root/`);
     const environ = requestedEnviron ?? fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
+    const withoutDevices = takeDevicesAsk(environ);  // the worker's word to the zygote, taken out
     const changed = changedVariable(environ);
     if (changed !== null) throw new Error(`${changed} differs from the zygote's, which the driver read while loading`);
     const files = groupFiles(controlGroups(pid));
     if (Number(c.syscall(SYS_PIDFD_SEND_SIGNAL, BigInt(pidfd), 0n, 0n, 0n)) !== 0) throw new Error('the requester is gone');
-    return { pid, uid, gid, pidfd, ns, sandboxed, limits, cwd, root, environ, files };
+    return { pid, uid, gid, pidfd, ns, sandboxed, limits, cwd, root, environ, withoutDevices, files };
   } catch (error) {
     opened.forEach((fd) => c.close(fd));
     throw error;
@@ -460,6 +463,7 @@ function becomeDriver(connection, fds, peer) {
       const at = entry.indexOf('=');
       if (at > 0) process.env[entry.slice(0, at)] = entry.slice(at + 1);
     }
+    if (peer.withoutDevices) leaveOutDevices(core);
     // The zygote's platform threads are not in this process: Node's own teardown would wait for them.
     process.on('exit', (code) => c._exit(code ?? 0));
     check(c.send(connection, Buffer.from('started\n'), 8n, 0x4000 /* MSG_NOSIGNAL */), 'send');

@@ -82,6 +82,11 @@ class PluginHooks:
         token = self._hook.scenariokit_extract_session_token(storage_state=storage_state)
         return None if token is None else str(token)
 
+    @property
+    def provides_browsers(self) -> bool:
+        """Whether a plugin implements ``scenariokit_browser_provider`` (handed the Playwright object)."""
+        return self._hook is not None and bool(self._hook.scenariokit_browser_provider.get_hookimpls())
+
     def browser_provider(self, job: RunJob) -> BrowserLauncher | None:
         """A plugin's own browser launcher for this job, or None for the built-in launch."""
         if self._hook is None:

@@ -27,6 +27,7 @@ from playwright.async_api import async_playwright
 
 from scenariokit.domain.job import RunEvent, RunFinished, RunJob, SessionReleased
 from scenariokit.domain.model import RunError, RunErrorKind, utcnow
+from scenariokit.runner.confinement.driver_snapshot import DEVICES_ENV
 from scenariokit.runner.confinement.driver_zygote import use_forked_drivers
 from scenariokit.runner.confinement.processes import become_subreaper, process_tree
 from scenariokit.runner.confinement.sandbox import apply_limits
@@ -98,6 +99,22 @@ def worker_main(conn: Channel, options: WorkerOptions) -> None:
     asyncio.run(Worker(conn, options).serve())
 
 
+async def _start_playwright(*, devices: bool) -> Any:
+    """Playwright, with its device list only when ``devices`` (a plugin's browser launcher may read it).
+
+    A worker has no other use for ``playwright.devices``: a run's device comes resolved into its
+    context options. Without the list a driver the pool prepared answers the connection with an
+    empty one (``driver_devices.js``); a driver started the ordinary way sends it all the same.
+    """
+    if devices:
+        return await async_playwright().start()
+    os.environ[DEVICES_ENV] = "none"
+    try:
+        return await async_playwright().start()
+    finally:
+        del os.environ[DEVICES_ENV]
+
+
 class Worker:
     """Serves commands from the pool until its one run is over or the pool goes away."""
 
@@ -124,9 +141,9 @@ class Worker:
             target=self._receive, args=(loop, self._inbox), name="pool-pipe", daemon=True
         ).start()
         use_forked_drivers()
-        self._playwright = await async_playwright().start()
+        self._hooks = PluginHooks.load()
+        self._playwright = await _start_playwright(devices=self._hooks.provides_browsers)
         try:
-            self._hooks = PluginHooks.load()
             self._spare = asyncio.ensure_future(self._launch())
             # warm: the run that comes finds its browser up (a failed launch is retried, and reported, then)
             await asyncio.wait({self._spare})
