@@ -7,14 +7,16 @@
 // it. The device a run's browser settings name is resolved by the service into context options before
 // the job reaches the worker (docs/browser.md), and step code is given no Playwright object. So a worker
 // whose plugins launch no browser of their own (`scenariokit_browser_provider` is handed the Playwright
-// object, and may read its devices) starts its driver with SCENARIOKIT_DRIVER_DEVICES=none, and that
+// object, and may read its devices) starts its driver with SK_DRIVER_DEVICES=none, and that
 // driver (forked by the driver zygote, or started from the start-up snapshot) sends an empty list.
 //
+// (Not named SCENARIOKIT_*: /proc/<pid>/environ keeps what a process was started with, and no process in
+// a sandbox shows a variable of the service's own.)
 // The variable is the worker's word to this code, not part of the driver's environment: it is taken out
 // before the environment is checked against what loading the driver read of it (driver_environment.js,
 // which may hold the list of variables), and the browser is started without it.
 
-const VARIABLE = 'SCENARIOKIT_DRIVER_DEVICES';
+const VARIABLE = 'SK_DRIVER_DEVICES';
 const ASKED = `${VARIABLE}=none`;
 
 // Whether `env` asks for the devices to be left out; the variable is taken out of it. `env` is an

@@ -35,8 +35,10 @@ DRIVER_TUNABLES = "glibc.malloc.hugetlb=1"
 TUNABLES_ENV = "GLIBC_TUNABLES"
 #: set to ``none`` in a worker's environment when nothing in it reads ``playwright.devices``: its driver,
 #: forked by the driver zygote or started from the snapshot, then sends an empty device list
-#: (``driver_devices.js``), not 70 KB of JSON that the client checks field by field in every run
-DEVICES_ENV = "SCENARIOKIT_DRIVER_DEVICES"
+#: (``driver_devices.js``), not 70 KB of JSON that the client checks field by field in every run. Not
+#: named ``SCENARIOKIT_*``: a process's ``/proc/<pid>/environ`` keeps what it was started with, and no
+#: process in a sandbox shows a variable of the service's own (step code can read them all there)
+DEVICES_ENV = "SK_DRIVER_DEVICES"
 
 
 def bundled_driver() -> tuple[Path, Path] | None:
