@@ -305,8 +305,7 @@ def browser_runs_its_network_service_inside(events: list[RunEvent]) -> bool:
 #: step code that reports how many devices its worker's Playwright got from its driver (what
 #: ``playwright.devices`` holds; step code has no Playwright object, so it is read off the connection)
 DEVICES_SENT = """
-utils = page._impl_obj._connection.local_utils
-print('devices', len((utils() if callable(utils) else utils).devices))
+print('devices', len(page._impl_obj._connection.local_utils().devices))
 """
 
 
