@@ -451,16 +451,22 @@ print('launchers', launchers)
 
 @pytest.mark.browser
 @pytest.mark.asyncio(loop_scope="session")
-@pytest.mark.parametrize("mode", ["bubblewrap", "off"])
+@pytest.mark.parametrize(
+    ("mode", "started"), [("bubblewrap", "zygote"), ("off", "zygote"), ("bubblewrap", "exec")]
+)
 async def test_workers_get_drivers_forked_from_the_pools_zygote_and_they_speak_http(
     mode: SandboxMode,
+    started: str,
     browser_marker: str,
     make_job: Callable[..., RunJob],
     marked_sandbox_with: Callable[..., SandboxConfig],
 ) -> None:
+    """Workers forked or started by exec alike: bubblewrap sets PWD for what it execs, which a forked
+    worker has not, and such a worker once presented a list of variables the zygote refused."""
     if mode == "bubblewrap" and not bubblewrap_works():
         pytest.skip("bubblewrap does not work here")
-    async with WorkerPool(1, sandbox=marked_sandbox_with(mode=mode, driver_zygote=True)) as pool:
+    config = marked_sandbox_with(mode=mode, driver_zygote=True, zygote=started == "zygote")
+    async with WorkerPool(1, sandbox=config) as pool:
         made = await pool.node_cache_made()
         skip_if_left_out(pool, "the Playwright driver zygote")
         assert made is not None and made.zygote is not None, "the pool started no driver zygote"

@@ -482,8 +482,12 @@ def worker_environment(
 
 #: Runs in the new interpreter before anything else: the drop to the unprivileged user (argv[3], when
 #: given) comes before a single module is imported, then the parent's import path, then the worker.
+#: bubblewrap sets ``PWD``, which a worker forked by the zygote does not have: taken out, a worker's
+#: environment is the same however it was started, and the driver zygote, which checks a run's list
+#: of variables against the one its driver read while loading, serves it.
 BOOTSTRAP = (
     "import os,sys,json\n"
+    "os.environ.pop('PWD',None)\n"
     "if sys.argv[3]:os.setgroups([]);os.setgid(int(sys.argv[3]));os.setuid(int(sys.argv[3]))\n"
     "sys.path[:]=json.loads(sys.argv[1])\n"
     "from scenariokit.runner.worker.process import worker_entry;worker_entry(int(sys.argv[2]))"
