@@ -21,8 +21,10 @@ from scenariokit.runner.confinement import zygote as zygote_module
 from scenariokit.runner.confinement.processes import process_table
 from scenariokit.runner.confinement.sandbox import (
     SandboxConfig,
+    bubblewrap_path,
     bubblewrap_works,
     sandbox_command,
+    sandbox_join_problem,
     worker_environment,
 )
 from scenariokit.runner.confinement.zygote import Zygote, ZygoteUnavailable
@@ -258,9 +260,20 @@ def test_no_worker_is_forked_outside_its_sandbox_and_a_refusing_zygote_is_given_
 
 def test_whether_a_zygote_serves_is_found_by_trying_what_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert zygote_module.zygote_problem("none") is None
-    if bubblewrap_works():  # joining a sandbox from outside needs CAP_SYS_ADMIN: root has it, a user not
-        why = zygote_module.zygote_problem("bubblewrap")
-        assert (why is None) == (os.geteuid() == 0), why
+    if bubblewrap_works():
+        # it serves root and an ordinary user alike: root joins a sandbox from the host's user
+        # namespace; a user's bubblewrap makes one of its own, which a go-between enters first
+        assert zygote_module.zygote_problem("bubblewrap") is None
+        bwrap = bubblewrap_path()
+        assert bwrap is not None
+        from_host = sandbox_join_problem(bwrap)
+        through_its_own = sandbox_join_problem(bwrap, own_user_namespace=True)
+        if os.geteuid() == 0:
+            assert from_host is None
+            assert through_its_own is not None and "no user namespace of its own" in through_its_own
+        else:
+            assert from_host is not None and "setns: Operation not permitted" in from_host
+            assert through_its_own is None
 
     def no_pidfd(pid: int) -> int:
         raise OSError(errno.ENOSYS, "Function not implemented")
@@ -273,6 +286,66 @@ def test_whether_a_zygote_serves_is_found_by_trying_what_it_needs(monkeypatch: p
     finally:
         monkeypatch.undo()
         zygote_module.pidfd_problem.cache_clear()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not bubblewrap_works(), reason="root makes the user namespace here")
+def test_a_worker_enters_a_sandbox_in_a_user_namespace_of_its_own_with_no_capability(tmp_path: Path) -> None:
+    """What an ordinary user's bubblewrap makes (a user namespace of the sandbox's own), made by root
+    with ``--unshare-user``: the worker is forked through a go-between that enters it, is born in the
+    sandbox's namespaces as the zygote's own child, and holds no capability there."""
+    import json
+    import subprocess
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    zygote = Zygote(worker_environment("/tmp/scenariokit-run"))
+    zygote.start()
+    info_read, info_write = os.pipe()
+    # the worker keeps root's id, the one bubblewrap maps into that namespace: its own would be unmapped
+    command = sandbox_command(run_dir, SandboxConfig(), None, info_write, user=0x7000_0FFF)
+    argv = [command.argv[0], "--unshare-user", *command.argv[1:]]
+    box = subprocess.Popen(argv, pass_fds=(info_write,), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    os.close(info_write)
+    ours, theirs = socket.socketpair()
+    out_read, out_write = os.pipe()
+    forked = None
+    try:
+        described = json.loads(os.fdopen(info_read, "rb").read())
+        assert box.stdout is not None and box.stdout.readline() == b"ready\n"
+        first = int(described["child-pid"])
+        own_user = os.stat(f"/proc/{first}/ns/user").st_ino
+        assert own_user != os.stat("/proc/self/ns/user").st_ino
+        namespaces = {name: described[f"{name}-namespace"] for name in ("mnt", "pid", "ipc")}
+        request = ForkRequest(
+            env=command.env,
+            cwd=command.inner_dir,
+            sandbox=SandboxNamespaces(**namespaces, user=own_user),
+        )
+        pidfd = os.pidfd_open(first)
+        try:
+            forked = zygote.fork(request, [theirs.fileno(), out_write, out_write, pidfd])
+        finally:
+            os.close(pidfd)
+        status = Path(f"/proc/{forked.pid}/status").read_text()
+        held = {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines()}
+        for kind in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            assert int(held[kind], 16) == 0, (kind, held[kind])
+        assert held["NoNewPrivs"] == "1"
+        assert parent(forked.pid) == zygote.pid  # no go-between left behind
+        for name, inode in {**namespaces, "user": own_user}.items():
+            assert os.stat(f"/proc/{forked.pid}/ns/{name}").st_ino == inode, name
+        ours.close()  # the worker reads no options: it ends
+        assert forked.wait(15.0) is not None
+    finally:
+        if forked is not None:
+            forked.close()
+        box.kill()
+        box.wait()
+        zygote.close()
+        for fd in (out_read, out_write):
+            os.close(fd)
+        ours.close()
+        theirs.close()
 
 
 def test_a_malformed_request_is_refused_and_the_zygote_keeps_serving(tmp_path: Path) -> None:

@@ -144,6 +144,22 @@ SNOOPING = [
     attack("user", "import os\nseen = os.getuid()"),
 ]
 
+ESCALATING = [
+    # a worker holds no capability (one forked into an ordinary user's sandbox entered its user
+    # namespace, where it had them all: docs/security.md), so it cannot lift the mounts hiding the host
+    attack(
+        "capabilities",
+        "seen = {line.split(':')[0]: line.split(':')[1].strip() for line in open('/proc/self/status')\n"
+        "        if line.startswith(('Cap', 'NoNewPrivs'))}",
+    ),
+    attack(
+        "unmount hidden",
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "done = libc.umount2(helpers.env['cwd'].encode(), 2)\n"
+        "seen = [done, ctypes.get_errno(), 'pyproject.toml' in os.listdir(helpers.env['cwd'])]",
+    ),
+]
+
 FORGING = [
     # frames the scheduler must refuse, each logged: a pickle that would run code were it unpickled,
     # a type no frame has, an unknown field, a field of the wrong type, a frame over the size limit
@@ -227,7 +243,7 @@ async def test_hostile_steps_see_nothing_of_the_service_and_leak_nothing(
 ) -> None:
     caplog.set_level("DEBUG", logger="scenariokit")
     result = await hostile.run(
-        "hostile", *SNOOPING, *FORGING, *WRITING, *LEAKING, credential=hostile.credential_id
+        "hostile", *SNOOPING, *ESCALATING, *FORGING, *WRITING, *LEAKING, credential=hostile.credential_id
     )
 
     found = seen(result)
@@ -272,6 +288,15 @@ async def test_hostile_steps_see_nothing_of_the_service_and_leak_nothing(
             assert not [n for n in found[name] if n.startswith("SCENARIOKIT_")], found[name]
         assert found["every process"] == []
         assert found["pool folders"] == []
+        # none held, and none an exec could bring (no_new_privs: set-user-id and file capabilities
+        # are ignored; the bounding set is emptied too where the zygote forked the worker)
+        held = found["capabilities"]
+        assert [int(held[kind], 16) for kind in ("CapInh", "CapPrm", "CapEff", "CapAmb")] == [0] * 4, held
+        assert held["NoNewPrivs"] == "1"
+        if hostile.started == "zygote":
+            assert int(held["CapBnd"], 16) == 0, held
+        unmounted = found["unmount hidden"]
+        assert unmounted[0] == -1 and unmounted[2] is False, unmounted
         if os.geteuid() == 0:  # a user id of its own, no name on the host, never root
             assert found["user"] in WORKER_UIDS, found["user"]
         else:

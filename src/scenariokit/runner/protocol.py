@@ -158,11 +158,17 @@ Report = WorkerReady | RunReport | SessionReleased | AuthoringReply
 
 @attrs.frozen
 class SandboxNamespaces:
-    """The namespaces of the bubblewrap sandbox a forked worker joins, by their inode numbers."""
+    """The namespaces of the bubblewrap sandbox a forked worker joins, by their inode numbers.
+
+    ``user`` is the sandbox's user namespace where bubblewrap made one of its own (an ordinary user's
+    service): the worker is then forked through a go-between that enters it first
+    (:mod:`.confinement.zygote_process`). None where the sandbox shares the service's.
+    """
 
     mnt: int
     pid: int
     ipc: int
+    user: int | None = None
 
 
 @attrs.frozen

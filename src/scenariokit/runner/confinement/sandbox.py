@@ -214,24 +214,41 @@ def _probe(bwrap: str) -> str | None:
 
 
 #: Run by :func:`sandbox_join_problem` in a fresh interpreter: join the namespaces of the process
-#: whose pid is its argument, as the zygotes join a worker's sandbox.
+#: whose pid is its first argument, as the zygotes join a worker's sandbox from the host's user
+#: namespace; or (``user``) as the worker zygote's go-between joins a sandbox in a user namespace of
+#: its own: a child enters it with the others and forks a process there
+#: (``zygote_process._fork_through_user_namespace``).
 _JOIN_PROBE = (
     "import ctypes,os,sys\n"
     "fd=os.pidfd_open(int(sys.argv[1]))\n"
-    "if ctypes.CDLL(None,use_errno=True).setns(fd,0x20000000|0x00020000|0x08000000)!=0:\n"
-    "    sys.exit('setns: '+os.strerror(ctypes.get_errno()))"
+    "libc=ctypes.CDLL(None,use_errno=True)\n"
+    "def why(what):\n"
+    "    os.write(2,(what+': '+os.strerror(ctypes.get_errno())+'\\n').encode());os._exit(1)\n"
+    "if sys.argv[2]=='host':\n"
+    "    libc.setns(fd,0x20000000|0x00020000|0x08000000)==0 or why('setns')\n"
+    "    sys.exit(0)\n"
+    "if os.stat(f'/proc/{sys.argv[1]}/ns/user').st_ino==os.stat('/proc/self/ns/user').st_ino:\n"
+    "    sys.exit('the sandbox has no user namespace of its own')\n"
+    "between=os.fork()\n"
+    "if between==0:\n"
+    "    libc.setns(fd,0x10000000|0x20000000|0x00020000|0x08000000)==0 or why('setns')\n"
+    "    os._exit(os.waitstatus_to_exitcode(os.waitpid(os.fork() or os._exit(0),0)[1]))\n"
+    "sys.exit(os.waitstatus_to_exitcode(os.waitpid(between,0)[1]))\n"
 )
 
 
 @cache
-def sandbox_join_problem(bwrap: str) -> str | None:
+def sandbox_join_problem(bwrap: str, *, own_user_namespace: bool = False) -> str | None:
     """Why a process of this service cannot join a bubblewrap sandbox's PID, mount and IPC namespaces
     (what both zygotes do to start a worker or a driver in one), or None: found by starting a sandbox
     and joining it, once per process.
 
     A service running as root can; an ordinary user's bubblewrap puts the sandbox in a user namespace
     of its own, and joining namespaces owned by it needs ``CAP_SYS_ADMIN`` in the service's own user
-    namespace too, which such a user does not have (docs/deployment.md).
+    namespace too, which such a user does not have (docs/deployment.md). With ``own_user_namespace``
+    the question is whether a child can enter such a sandbox's user namespace with the others and
+    start a worker there as the worker zygote's go-between does; None only where the sandbox has a
+    user namespace of its own.
     """
     info_read, info_write = os.pipe()
     try:
@@ -252,8 +269,9 @@ def sandbox_join_problem(bwrap: str) -> str | None:
         with os.fdopen(info_read, "rb") as info:
             described = info.read()
         child = int(json.loads(described)["child-pid"])
+        mode = "user" if own_user_namespace else "host"
         done = subprocess.run(
-            [sys.executable, "-I", "-S", "-c", _JOIN_PROBE, str(child)],
+            [sys.executable, "-I", "-S", "-c", _JOIN_PROBE, str(child), mode],
             capture_output=True,
             timeout=20,
             env={},

@@ -68,13 +68,19 @@ def zygote_problem(kind: SandboxKind) -> str | None:
 
     It watches its workers by pidfd (Linux 5.4) and reads ``/proc``; under bubblewrap it joins each
     worker's sandbox, which needs ``CAP_SYS_ADMIN`` over the sandbox's namespaces: a service running as
-    root has it, an ordinary user's does not (its bubblewrap makes a user namespace of its own), and
-    such a service's workers start by exec.
+    root has it; an ordinary user's bubblewrap makes a user namespace of its own, which a go-between
+    enters first. Where neither can, workers start by exec.
     """
     why = pidfd_problem() or proc_problem()
     if why is None and kind == "bubblewrap":
         bwrap = bubblewrap_path()
-        why = "bwrap is not installed" if bwrap is None else sandbox_join_problem(bwrap)
+        if bwrap is None:
+            return "bwrap is not installed"
+        why = sandbox_join_problem(bwrap)
+        if why is not None:  # is it a sandbox in a user namespace of its own, and can one enter that?
+            through = sandbox_join_problem(bwrap, own_user_namespace=True)
+            if through is None or "no user namespace of its own" not in through:
+                return through
     return why
 
 

@@ -44,9 +44,14 @@ STATUS_FD = 4
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
 #: the namespaces bubblewrap makes for a worker (joined) and those it shares with the host (kept)
 SANDBOX_NAMESPACES = ("mnt", "pid", "ipc")
 SHARED_NAMESPACES = ("user", "net", "uts", "cgroup")
@@ -209,6 +214,13 @@ def _fork_worker(
     expected: dict[str, int] = {}
     if sandbox is not None:
         expected = {**shared, **{name: getattr(sandbox, name) for name in SANDBOX_NAMESPACES}}
+    if sandbox is not None and sandbox.user is not None:
+        worker = _fork_through_user_namespace(control, request, fds, {**expected, "user": sandbox.user})
+        workers.add(worker, os.dup(fds[3]))
+        with contextlib.suppress(OSError):
+            _write(fds[3], f"pid {worker}")
+        return
+    if sandbox is not None:
         _check(_libc().setns(fds[4], CLONE_NEWPID), "setns")
     try:
         worker = os.fork()
@@ -224,6 +236,59 @@ def _fork_worker(
     workers.add(worker, os.dup(fds[3]))  # the request's descriptors are closed once it is served
     with contextlib.suppress(OSError):  # a pool that stopped listening: the worker is reaped as it ends
         _write(fds[3], f"pid {worker}")
+
+
+def _fork_through_user_namespace(
+    control: socket.socket, request: ForkRequest, fds: list[int], expected: dict[str, int]
+) -> int:
+    """Fork the worker into a sandbox in a user namespace of its own (an ordinary user's bubblewrap
+    makes one); its pid on this host, the zygote's own unreaped child.
+
+    The zygote cannot join that namespace itself: a process never joins its own user namespace back,
+    and every later request needs the host's. So a go-between forked for the request joins the
+    sandbox's user, PID, mount and IPC namespaces (its user owns that user namespace, which gives it
+    every capability there, and so the right to join the others) and forks the worker, which is born
+    in the sandbox's PID namespace. The go-between exits as soon as it said the worker's pid, and the
+    zygote, a child subreaper while it waits for that, becomes the worker's parent, as it is every
+    worker's. The worker gives up every capability entering the namespace gave before it runs
+    anything of its own (:func:`_drop_capabilities`).
+    """
+    read_end, write_end = os.pipe()
+    libc = _libc()
+    _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
+    try:
+        go_between = os.fork()
+        if go_between == 0:
+            try:
+                os.close(read_end)
+                control.close()
+                flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC
+                _check(libc.setns(fds[4], flags), "setns")
+                worker = os.fork()
+                if worker == 0:
+                    os.close(write_end)
+                    _become_worker(control, request, fds, expected, joined=True)
+                os.write(write_end, str(worker).encode())
+                os._exit(0)
+            except BaseException as exc:
+                with contextlib.suppress(BaseException):
+                    _write(fds[3], f"error {type(exc).__name__}: {exc}")
+            finally:  # whatever happens there, a fork never goes back to serving requests
+                os._exit(1)
+        os.close(write_end)
+        write_end = -1
+        said = b""
+        while chunk := os.read(read_end, 64):
+            said += chunk
+        os.waitpid(go_between, 0)  # its orphan, the worker, is the zygote's child from here
+    finally:
+        _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), "subreaper")
+        for fd in (read_end, write_end):
+            if fd >= 0:
+                os.close(fd)
+    if not said:
+        raise RuntimeError("the go-between forked no worker (see the status pipe)")
+    return int(said)
 
 
 def _back_to(own_pid_namespace: int, sandbox: object) -> None:
@@ -269,10 +334,16 @@ def _namespace(name: str, pid: str = "self") -> int:
 
 
 def _become_worker(
-    control: socket.socket, request: ForkRequest, fds: list[int], expected: dict[str, int]
+    control: socket.socket,
+    request: ForkRequest,
+    fds: list[int],
+    expected: dict[str, int],
+    *,
+    joined: bool = False,
 ) -> NoReturn:
     """The worker: in the run's control group and its sandbox, confined as one started by exec is,
-    then :func:`.worker.worker_entry`. ``expected`` are the namespaces it must find itself in."""
+    then :func:`.worker.worker_entry`. ``expected`` are the namespaces it must find itself in;
+    ``joined``: its go-between joined them all already (a sandbox in a user namespace of its own)."""
     channel, out, err, status = fds[:4]
     try:
         control.close()  # nothing forked from here ever holds the zygote's control socket
@@ -283,7 +354,8 @@ def _become_worker(
         for group in groups:
             os.close(group)
         if sandbox is not None:  # its PID namespace it was born in; setns here sets root and directory
-            _check(_libc().setns(fds[4], CLONE_NEWNS | CLONE_NEWIPC), "setns")
+            if not joined:
+                _check(_libc().setns(fds[4], CLONE_NEWNS | CLONE_NEWIPC), "setns")
             os.close(fds[4])
         os.setpgid(0, 0)  # the pool stops the worker and what it starts by this group
         if expected:
@@ -298,6 +370,8 @@ def _become_worker(
         os.chdir(request.cwd)
         if request.uid is not None:
             _drop_to(request.uid)
+        if joined:
+            _drop_capabilities()
         if expected:  # bubblewrap's own promise to what it runs: no way back to more privileges
             _check(_libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
         sys.argv = ["-c"]
@@ -366,6 +440,24 @@ def _drop_to(uid: int) -> None:
     os.setuid(uid)
     if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
         raise RuntimeError("the worker did not become its own user")
+
+
+def _drop_capabilities() -> None:
+    """Give up every capability, as bubblewrap does for what it runs: a worker that entered its
+    sandbox's user namespace holds them all there, mount namespace included, where they would let
+    step code lift the empty mounts hiding the store. None is left in any set, the bounding set
+    included, so no exec brings one back; the check reads what the kernel says this process holds."""
+    libc = _libc()
+    with open("/proc/sys/kernel/cap_last_cap") as last:
+        for cap in range(int(last.read()) + 1):
+            _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop capability")
+    _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
+    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
+    _check(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
+    with open("/proc/self/status") as status:
+        held = [line.split(":")[1] for line in status if line.startswith("Cap")]
+    if len(held) < 5 or any(int(value, 16) for value in held):
+        raise RuntimeError("the worker kept a capability")
 
 
 def _write(fd: int, line: str) -> None:

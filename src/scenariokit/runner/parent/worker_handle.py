@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -563,10 +564,19 @@ def _sandbox_ready(process: subprocess.Popen[bytes], info: int) -> tuple[int, Sa
         signal.pidfd_send_signal(pidfd, 0)  # still that process: the stat read was its own
         if parent != process.pid:
             raise RuntimeError(f"pid {first} is not the sandbox's first process")
+        # bubblewrap names the namespaces it made but a user namespace: an ordinary user's has one
+        user = os.stat(f"/proc/{first}/ns/user").st_ino
+        signal.pidfd_send_signal(pidfd, 0)  # and that was still the sandbox's first process
     except BaseException:
         os.close(pidfd)
         raise
     namespaces = SandboxNamespaces(
-        **{name: int(described[f"{name}-namespace"]) for name in ("mnt", "pid", "ipc")}
+        **{name: int(described[f"{name}-namespace"]) for name in ("mnt", "pid", "ipc")},
+        user=None if user == _own_user_namespace() else user,
     )
     return pidfd, namespaces
+
+
+@functools.cache
+def _own_user_namespace() -> int:
+    return os.stat("/proc/self/ns/user").st_ino
