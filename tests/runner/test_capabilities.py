@@ -65,7 +65,7 @@ def take_away(what: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tup
         if not bubblewrap_works():
             pytest.skip("bubblewrap cannot start a sandbox on this machine")
         simulated = "a sandbox's namespaces cannot be joined from outside it (setns: Operation not permitted)"
-        monkeypatch.setattr(zygote_module, "sandbox_join_problem", lambda bwrap, **_: simulated)
+        monkeypatch.setattr(zygote_module, "sandbox_entry_problem", lambda bwrap: simulated)
         return "bubblewrap", f"left out: the worker zygote: {simulated}; workers start by exec"
     assert what == "driver zygote"
     monkeypatch.setattr(executor, "_driver_zygotes", {})  # none started by another pool of this session

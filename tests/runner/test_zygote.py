@@ -25,6 +25,8 @@ from scenariokit.runner.confinement.sandbox import (
     bubblewrap_works,
     sandbox_command,
     sandbox_join_problem,
+    sandbox_user_depth,
+    user_namespace_depth,
     worker_environment,
 )
 from scenariokit.runner.confinement.zygote import Zygote, ZygoteUnavailable
@@ -271,9 +273,14 @@ def test_whether_a_zygote_serves_is_found_by_trying_what_it_needs(monkeypatch: p
         if os.geteuid() == 0:
             assert from_host is None
             assert through_its_own is not None and "no user namespace of its own" in through_its_own
+            assert sandbox_user_depth(bwrap) is None  # the sandbox shares root's user namespace
         else:
             assert from_host is not None and "setns: Operation not permitted" in from_host
             assert through_its_own is None
+            # bubblewrap makes a user namespace and one inside it: the driver zygote's exact depth
+            depth = sandbox_user_depth(bwrap)
+            assert depth is not None and depth >= 1, depth
+    assert user_namespace_depth(os.getpid()) == 0
 
     def no_pidfd(pid: int) -> int:
         raise OSError(errno.ENOSYS, "Function not implemented")

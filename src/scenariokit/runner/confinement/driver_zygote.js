@@ -21,8 +21,12 @@ const path = require('path');
 const fs = require('fs');
 const ffi = require('node:ffi');
 
-const [PACKAGE, SOCKET, MODE, WARM_UP_JSON] = process.argv.slice(2);
+const [PACKAGE, SOCKET, MODE_ARGUMENT, WARM_UP_JSON] = process.argv.slice(2);
+// `sandboxed:N`: an ordinary user's sandboxes, whose processes are N user namespaces below the zygote's
+const [MODE, DEPTH] = MODE_ARGUMENT.split(':');
 if (!['sandboxed', 'unsandboxed'].includes(MODE)) throw new Error(`unknown mode ${MODE}`);
+const USER_DEPTH = MODE === 'sandboxed' && DEPTH !== undefined ? Number(DEPTH) : null;
+if (USER_DEPTH !== null && !(USER_DEPTH > 0)) throw new Error(`unknown user namespace depth ${DEPTH}`);
 const WARM_UP = WARM_UP_JSON ? JSON.parse(WARM_UP_JSON) : null;
 
 const { functions: c } = ffi.dlopen(null, {
@@ -53,6 +57,8 @@ const { functions: c } = ffi.dlopen(null, {
   getpid: { arguments: [], return: 'int32' },
   usleep: { arguments: ['uint32'], return: 'int32' },
   capset: { arguments: ['buffer', 'buffer'], return: 'int32' },
+  ioctl: { arguments: ['int32', 'uint64', 'buffer'], return: 'int32' },
+  pipe2: { arguments: ['buffer', 'int32'], return: 'int32' },
   madvise: { arguments: ['uint64', 'uint64', 'int32'], return: 'int32' },
   malloc_trim: { arguments: ['uint64'], return: 'int32' },
   uv_loop_fork: { arguments: ['pointer'], return: 'int32' },
@@ -69,7 +75,9 @@ const AF_UNIX = 1, SOCK_STREAM = 1, SOCK_CLOEXEC = 0o2000000, SOL_SOCKET = 1, SC
 const POLLIN = 1, EINTR = 4;
 const SO_PEERCRED = 17, SO_PEERPIDFD = 77, SO_RCVTIMEO = 20, MSG_CMSG_CLOEXEC = 0x40000000;
 const O_RDONLY = 0, O_WRONLY = 1, O_PATH = 0o10000000, O_DIRECTORY = 0o200000, O_CLOEXEC = 0o2000000;
-const CLONE_NEWNS = 0x00020000, CLONE_NEWIPC = 0x08000000, CLONE_NEWPID = 0x20000000;
+const CLONE_NEWNS = 0x00020000, CLONE_NEWIPC = 0x08000000, CLONE_NEWUSER = 0x10000000, CLONE_NEWPID = 0x20000000;
+const NS_GET_PARENT = 0xb702n, NS_GET_OWNER_UID = 0xb704n, PR_SET_CHILD_SUBREAPER = 36;
+const PR_CAP_AMBIENT = 47, PR_CAP_AMBIENT_CLEAR_ALL = 4n;
 const SYS_PIDFD_SEND_SIGNAL = 424n;
 const PR_SET_NO_NEW_PRIVS = 38, PR_SET_DUMPABLE = 4, PR_CAPBSET_DROP = 24;
 const RLIMITS = 16;  // RLIMIT_CPU .. RLIMIT_RTTIME
@@ -304,9 +312,12 @@ function requester(connection, requestedEnviron) {
   try {
     const ns = namespaces(pid, SANDBOX_NAMESPACES);
     const shared = namespaces(pid, SHARED_NAMESPACES);
+    // an ordinary user's bubblewrap puts the sandbox in a user namespace of its own (ownUser)
+    const ownUser = shared.user !== OWN.user && USER_DEPTH !== null && madeByThisUser(pid, shared.user);
     for (const name of SHARED_NAMESPACES) {
-      if (shared[name] !== OWN[name]) throw new Error(`the requester is in a ${name} namespace of its own`);
+      if (shared[name] !== OWN[name] && !(name === 'user' && ownUser)) throw new Error(`the requester is in a ${name} namespace of its own`);
     }
+    if (ownUser) ns.user = shared.user;
     const sandboxed = ns.pid !== OWN.pid && ns.mnt !== OWN.mnt && ns.ipc !== OWN.ipc;
     if (MODE === 'sandboxed' && !sandboxed) throw new Error('the requester is not in a sandbox');
     if (MODE === 'unsandboxed' && (ns.pid !== OWN.pid || ns.mnt !== OWN.mnt)) throw new Error('the requester is in namespaces of its own');
@@ -320,10 +331,32 @@ function requester(connection, requestedEnviron) {
     if (changed !== null) throw new Error(`${changed} differs from the zygote's, which the driver read while loading`);
     const files = groupFiles(controlGroups(pid));
     if (Number(c.syscall(SYS_PIDFD_SEND_SIGNAL, BigInt(pidfd), 0n, 0n, 0n)) !== 0) throw new Error('the requester is gone');
-    return { pid, uid, gid, pidfd, ns, sandboxed, limits, cwd, root, environ, withoutDevices, files };
+    return { pid, uid, gid, pidfd, ns, sandboxed, ownUser, limits, cwd, root, environ, withoutDevices, files };
   } catch (error) {
     opened.forEach((fd) => c.close(fd));
     throw error;
+  }
+}
+
+// Whether the user namespace `inode` of process `pid` is one a sandbox of this service's has: exactly
+// USER_DEPTH below the zygote's own (an ordinary user's bubblewrap makes one and another inside it),
+// each made by the zygote's user. One that step code makes inside its sandbox is deeper, and one
+// made by another user is owned by that user.
+function madeByThisUser(pid, inode) {
+  let current = check(c.open(`/proc/${pid}/ns/user`, O_RDONLY | O_CLOEXEC, 0), 'user namespace');
+  try {
+    if (fs.fstatSync(current).ino !== inode) return false;  // not the namespace it was a moment ago
+    for (let depth = 0; depth < USER_DEPTH; depth += 1) {
+      const owner = Buffer.alloc(4);
+      if (c.ioctl(current, NS_GET_OWNER_UID, owner) !== 0 || owner.readUInt32LE(0) !== c.getuid()) return false;
+      const parent = c.ioctl(current, NS_GET_PARENT, Buffer.alloc(8));
+      if (parent < 0) return false;
+      c.close(current);
+      current = parent;
+    }
+    return fs.fstatSync(current).ino === OWN.user;
+  } finally {
+    c.close(current);
   }
 }
 
@@ -407,6 +440,7 @@ const OWN_PID_NAMESPACE = check(c.open('/proc/self/ns/pid', O_RDONLY | O_CLOEXEC
 // Returns 0 in the driver, the driver's pid in the zygote.
 function forkInto(peer) {
   if (!peer.sandboxed) return check(forkWhole(), 'fork');
+  if (peer.ownUser) return forkThroughUserNamespace(peer);
   check(c.setns(peer.pidfd, CLONE_NEWPID), 'setns');
   const driver = forkWhole();
   if (driver === 0) return 0;
@@ -417,6 +451,56 @@ function forkInto(peer) {
   }
   return check(driver, 'fork');
 }
+// Forks the driver into a sandbox in a user namespace of its own (an ordinary user's). The zygote cannot
+// enter one itself (it runs threads, and no process ever comes back out of a user namespace), so a
+// go-between it forks enters the sandbox's user, PID, mount and IPC namespaces (its user owns that
+// user namespace: it holds every capability there, and so may enter the others) and forks the driver,
+// born in the sandbox's PID namespace. The go-between exits once it said the driver's pid; the zygote,
+// a child subreaper meanwhile, becomes the orphaned driver's parent and reaps it as it reaps any. The
+// driver gives up every capability entering gave it (becomeDriver). Returns as forkInto does.
+function forkThroughUserNamespace(peer) {
+  const ends = Buffer.alloc(8);
+  check(c.pipe2(ends, O_CLOEXEC), 'pipe');
+  const [readEnd, writeEnd] = [ends.readInt32LE(0), ends.readInt32LE(4)];
+  check(c.prctl(PR_SET_CHILD_SUBREAPER, 1n, 0n, 0n, 0n), 'subreaper');
+  let inDriver = false;
+  try {
+    const between = forkWhole();
+    if (between === 0) {
+      try {
+        c.close(readEnd);
+        check(c.setns(peer.pidfd, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC), 'setns');
+        const driver = check(c.fork(), 'fork');
+        if (driver === 0) {
+          c.close(writeEnd);
+          peer.joined = true;
+          inDriver = true;
+          return 0;
+        }
+        fs.writeSync(writeEnd, String(driver));
+        c._exit(0);
+      } catch (error) {
+        try { fs.writeSync(2, `scenariokit driver zygote: ${error.message}\n`); } catch {}
+      }
+      c._exit(1);
+    }
+    check(between, 'fork');
+    c.close(writeEnd);
+    const said = Buffer.alloc(16);
+    let length = 0, read = 0;
+    while ((read = fs.readSync(readEnd, said, length, said.length - length, null)) > 0) length += read;
+    c.waitpid(between, Buffer.alloc(4), 0);  // its orphan, the driver, is the zygote's child from here
+    const driver = Number(said.subarray(0, length).toString());
+    if (!(driver > 0)) throw new Error('the go-between forked no driver');
+    return driver;
+  } finally {
+    if (!inDriver) {  // the driver closed its ends already, and no subreaper setting is inherited
+      c.prctl(PR_SET_CHILD_SUBREAPER, 0n, 0n, 0n, 0n);
+      c.close(readEnd);
+    }
+  }
+}
+
 // Its SIGCHLD handler, which does nothing, is what makes its wait for requests end when a driver does.
 process.on('SIGCHLD', () => {});
 
@@ -426,7 +510,7 @@ function becomeDriver(connection, fds, peer) {
   try {
     [listener, OWN_PID_NAMESPACE].forEach((fd) => c.close(fd));
     for (const file of peer.files) fs.writeFileSync(file, '0');  // in the run's groups, as all it starts
-    if (peer.sandboxed) check(c.setns(peer.pidfd, CLONE_NEWNS | CLONE_NEWIPC), 'setns');
+    if (peer.sandboxed && !peer.joined) check(c.setns(peer.pidfd, CLONE_NEWNS | CLONE_NEWIPC), 'setns');
     c.close(peer.pidfd);
     keepHeapFromChildren();
     if (peer.sandboxed) {
@@ -449,6 +533,7 @@ function becomeDriver(connection, fds, peer) {
       header.writeUInt32LE(0x20080522, 0);  // _LINUX_CAPABILITY_VERSION_3, pid 0: this process
       check(c.capset(header, data), 'capset');
     }
+    if (peer.joined) dropCapabilities();
     if (process.getuid() !== peer.uid || process.geteuid() !== peer.uid || process.getgid() !== peer.gid) {
       throw new Error("the driver did not become the requester's user");
     }
@@ -472,6 +557,22 @@ function becomeDriver(connection, fds, peer) {
     try { fs.writeSync(2, `scenariokit driver zygote: ${error.message}\n`); } catch {}
   }
   c._exit(127);
+}
+
+// Gives up every capability, as bubblewrap does for what it runs: a driver that entered its sandbox's
+// user namespace holds them all there, the mount namespace's included, where they would let what it
+// runs lift the empty mounts hiding the service's files. None is left in any set, the bounding set
+// included, and the kernel's own account of them is read back.
+function dropCapabilities() {
+  for (let cap = 0; cap <= CAP_LAST_CAP; cap += 1) check(c.prctl(PR_CAPBSET_DROP, BigInt(cap), 0n, 0n, 0n), 'capbset');
+  check(c.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0n, 0n, 0n), 'ambient capabilities');
+  const header = Buffer.alloc(8), data = Buffer.alloc(24);
+  header.writeUInt32LE(0x20080522, 0);  // _LINUX_CAPABILITY_VERSION_3, pid 0: this process
+  check(c.capset(header, data), 'capset');
+  const held = fs.readFileSync('/proc/self/status', 'latin1').split('\n').filter((line) => line.startsWith('Cap'));
+  if (held.length < 5 || held.some((line) => BigInt(`0x${line.split(':')[1].trim()}`) !== 0n)) {
+    throw new Error('the driver kept a capability');
+  }
 }
 
 // What forked drivers inherit is warmed up (driver_warm_up.js) and collected: the functions a run

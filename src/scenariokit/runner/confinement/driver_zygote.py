@@ -24,6 +24,7 @@ from __future__ import annotations
 import array
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -102,14 +103,20 @@ def zygote_command(
     *,
     sandboxed: bool,
     warm_up: Mapping[str, object] | None = None,
+    user_depth: int | None = None,
 ) -> list[str]:
     """The zygote's argv; it prints ``ready`` once it listens on ``socket_path``.
+
+    ``user_depth``: the sandboxes are an ordinary user's, their processes that many user namespaces
+    below the zygote's (:func:`.sandbox.sandbox_user_depth`); it enters them through a go-between.
 
     With ``warm_up`` (:func:`.driver_snapshot.warm_up_options`) it first launches that browser and
     works a page, as the snapshot's build does; a failed warm-up exits with
     :data:`.driver_snapshot.WARM_UP_FAILED` before ``ready``.
     """
     mode = "sandboxed" if sandboxed else "unsandboxed"
+    if sandboxed and user_depth is not None:
+        mode = f"{mode}:{user_depth}"
     argv = [str(node), *ZYGOTE_NODE_FLAGS, str(ZYGOTE_SCRIPT), str(package), str(socket_path), mode]
     if warm_up is not None:
         argv.append(json.dumps(warm_up))
@@ -297,24 +304,29 @@ class DriverZygote:
         fallback: str,
         warm_up: Mapping[str, object] | None = None,
         ready_seconds: float = 60.0,
+        user_depth: int | None = None,
     ) -> DriverZygote | None:
         """Start a zygote in ``folder`` (its socket and launcher go there) with a worker's ``env``.
 
         ``fallback`` is the executable the launcher starts the driver with when the zygote says no,
         as the worker sees it. ``warm_up`` is what the zygote warms its driver up with before it
         serves (see :func:`zygote_command`); when that fails it is logged and the zygote is started
-        again without. None when this Node cannot be a zygote.
+        again without. ``user_depth`` as :func:`zygote_command` says. None when this Node cannot be
+        a zygote.
         """
         found = bundled_driver()
         if found is None or not await asyncio.to_thread(zygote_supported, found[0]):
             return None
         node, package = found
         inner = SANDBOX_DRIVER_ZYGOTE if sandboxed else str(folder)
-        argv = zygote_command(node, package, folder / SOCKET_NAME, sandboxed=sandboxed, warm_up=warm_up)
+        command = functools.partial(
+            zygote_command, node, package, folder / SOCKET_NAME, sandboxed=sandboxed, user_depth=user_depth
+        )
+        argv = command(warm_up=warm_up)
         zygote = await cls._started(folder, argv, env, ready_seconds, warming=warm_up is not None)
         if zygote is None:
             logger.warning("the Playwright driver zygote's warm-up failed: it serves without one")
-            argv = zygote_command(node, package, folder / SOCKET_NAME, sandboxed=sandboxed)
+            argv = command()
             zygote = await cls._started(folder, argv, env, ready_seconds, warming=False)
             assert zygote is not None
         try:

@@ -24,7 +24,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Literal, cast
@@ -250,44 +250,123 @@ def sandbox_join_problem(bwrap: str, *, own_user_namespace: bool = False) -> str
     start a worker there as the worker zygote's go-between does; None only where the sandbox has a
     user namespace of its own.
     """
-    info_read, info_write = os.pipe()
     try:
-        box = subprocess.Popen(
-            [bwrap, *_base_flags(), "--info-fd", str(info_write), "--", "/bin/sh", "-c", "read _"],
-            pass_fds=(info_write,),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={"PATH": os.defpath},
-        )
-    except OSError as exc:
-        os.close(info_read)
-        return f"{bwrap} did not start: {exc}"
-    finally:
-        os.close(info_write)
-    try:
-        with os.fdopen(info_read, "rb") as info:
-            described = info.read()
-        child = int(json.loads(described)["child-pid"])
-        mode = "user" if own_user_namespace else "host"
-        done = subprocess.run(
-            [sys.executable, "-I", "-S", "-c", _JOIN_PROBE, str(child), mode],
-            capture_output=True,
-            timeout=20,
-            env={},
-        )
-    except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
-        return f"no sandbox to join: {type(exc).__name__}: {exc}"
-    finally:
-        assert box.stdin is not None
-        box.stdin.close()
-        box.kill()
-        box.wait()
+        with _probe_sandbox(bwrap) as child:
+            mode = "user" if own_user_namespace else "host"
+            done = subprocess.run(
+                [sys.executable, "-I", "-S", "-c", _JOIN_PROBE, str(child), mode],
+                capture_output=True,
+                timeout=20,
+                env={},
+            )
+    except _NoSandbox as exc:
+        return str(exc)
     if done.returncode != 0:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
         why = said[-1] if said else f"exit {done.returncode}"
         return f"a sandbox's namespaces cannot be joined from outside it ({why})"
     return None
+
+
+class _NoSandbox(Exception):
+    """No sandbox could be started to probe (the message says why)."""
+
+
+@contextlib.contextmanager
+def _probe_sandbox(bwrap: str) -> Iterator[int]:
+    """A bubblewrap sandbox with the workers' base flags holding a shell that waits: its first
+    process's host pid once the sandbox is set up (the shell said so: bubblewrap names its first
+    process before it has made every namespace), for as long as the block runs. Raises
+    :class:`_NoSandbox`."""
+    info_read, info_write = os.pipe()
+    try:
+        box = subprocess.Popen(
+            [bwrap, *_base_flags(), "--info-fd", str(info_write), "--", *SANDBOX_WAITER],
+            pass_fds=(info_write,),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={"PATH": os.defpath},
+        )
+    except OSError as exc:
+        os.close(info_read)
+        raise _NoSandbox(f"{bwrap} did not start: {exc}") from None
+    finally:
+        os.close(info_write)
+    try:
+        try:
+            with os.fdopen(info_read, "rb") as info:
+                described = info.read()
+            child = int(json.loads(described)["child-pid"])
+            assert box.stdout is not None
+            if box.stdout.readline() != b"ready\n":
+                raise ValueError("the sandbox's shell did not start")
+        except (OSError, ValueError, KeyError) as exc:
+            raise _NoSandbox(f"no sandbox to join: {type(exc).__name__}: {exc}") from None
+        yield child
+    except subprocess.SubprocessError as exc:
+        raise _NoSandbox(f"no sandbox to join: {type(exc).__name__}: {exc}") from None
+    finally:
+        assert box.stdin is not None and box.stdout is not None
+        box.stdin.close()
+        box.kill()
+        box.wait()
+        box.stdout.close()
+
+
+#: ``ioctl`` on a namespace's file: the file of the user namespace that owns it (or is its parent)
+NS_GET_PARENT = 0xB702
+
+
+@cache
+def sandbox_user_depth(bwrap: str) -> int | None:
+    """How many user namespaces below the service's a bubblewrap sandbox's processes are, each made by
+    the service's user; None when the sandbox shares the service's (root's) or cannot be probed.
+
+    An ordinary user's bubblewrap makes one, then another inside it (so that the mounts made in the
+    first are locked for the sandboxed process). The driver zygote serves a requester only at exactly
+    that depth: a namespace step code makes inside its sandbox is deeper.
+    """
+    try:
+        with _probe_sandbox(bwrap) as child:
+            return user_namespace_depth(child) or None
+    except (_NoSandbox, OSError):
+        return None
+
+
+def user_namespace_depth(pid: int) -> int | None:
+    """How many user namespaces process ``pid``'s is below this process's (0: the same), or None when
+    it is not below it (or cannot be read)."""
+    own = os.stat("/proc/self/ns/user").st_ino
+    fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        for depth in range(33):  # the kernel nests user namespaces 32 deep at most
+            if os.fstat(fd).st_ino == own:
+                return depth
+            parent = fcntl.ioctl(fd, NS_GET_PARENT)
+            os.close(fd)
+            fd = parent
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None
+
+
+def sandbox_entry_problem(bwrap: str) -> str | None:
+    """Why neither zygote can put what it forks into a bubblewrap sandbox here, or None.
+
+    Root joins a sandbox from the host's user namespace; an ordinary user's sandbox has a user
+    namespace of its own, which the zygotes' go-between enters first (docs/deployment.md). The reason
+    given is the host's unless the sandbox has a user namespace of its own.
+    """
+    why = sandbox_join_problem(bwrap)
+    if why is None:
+        return None
+    through = sandbox_join_problem(bwrap, own_user_namespace=True)
+    if through is None or "no user namespace of its own" not in through:
+        return through
+    return why
 
 
 def resolve_sandbox(mode: SandboxMode) -> SandboxKind:

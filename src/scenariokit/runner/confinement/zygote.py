@@ -27,7 +27,7 @@ from pathlib import Path
 
 from scenariokit.domain.errors import ScenarioKitError
 from scenariokit.runner.confinement.processes import proc_problem, wait_readable
-from scenariokit.runner.confinement.sandbox import SandboxKind, bubblewrap_path, sandbox_join_problem
+from scenariokit.runner.confinement.sandbox import SandboxKind, bubblewrap_path, sandbox_entry_problem
 from scenariokit.runner.protocol import ForkRequest, encode_frame
 
 logger = logging.getLogger(__name__)
@@ -76,11 +76,7 @@ def zygote_problem(kind: SandboxKind) -> str | None:
         bwrap = bubblewrap_path()
         if bwrap is None:
             return "bwrap is not installed"
-        why = sandbox_join_problem(bwrap)
-        if why is not None:  # is it a sandbox in a user namespace of its own, and can one enter that?
-            through = sandbox_join_problem(bwrap, own_user_namespace=True)
-            if through is None or "no user namespace of its own" not in through:
-                return through
+        why = sandbox_entry_problem(bwrap)
     return why
 
 

@@ -66,8 +66,9 @@ from scenariokit.runner.confinement.sandbox import (
     node_cache_filler,
     remove_dir,
     resolve_sandbox,
+    sandbox_entry_problem,
     sandbox_fallback,
-    sandbox_join_problem,
+    sandbox_user_depth,
     seal_node_cache,
     worker_command,
     worker_tmp,
@@ -357,16 +358,18 @@ class WorkerPool:
             if (
                 sandboxed
                 and bwrap is not None
-                and (why := await asyncio.to_thread(sandbox_join_problem, bwrap))
+                and (why := await asyncio.to_thread(sandbox_entry_problem, bwrap))
             ):
                 raise RuntimeError(f"it cannot start a driver in a worker's sandbox: {why}")
+            # an ordinary user's sandboxes are in user namespaces of their own, this deep
+            depth = await asyncio.to_thread(sandbox_user_depth, bwrap) if sandboxed and bwrap else None
             as_worker = NodeCache(compile_cache=compile_cache, snapshot=snapshot, zygote=folder)
             env = {**self._workers_driver_environment(kind, folder, as_worker), **driver_variables()}
             fallback = f"{SANDBOX_DRIVER_SNAPSHOT if sandboxed else snapshot}/{LAUNCHER_NAME}"
             warm = _warm_up(browser, scratch)
             try:
                 zygote = await DriverZygote.start(
-                    folder, env, sandboxed=sandboxed, fallback=fallback, warm_up=warm
+                    folder, env, sandboxed=sandboxed, fallback=fallback, warm_up=warm, user_depth=depth
                 )
             finally:
                 await asyncio.to_thread(remove_dir, scratch)
