@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
@@ -13,6 +14,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from process_checks import children, skip_if_left_out
@@ -21,6 +23,7 @@ from scenariokit.runner.confinement import zygote as zygote_module
 from scenariokit.runner.confinement.processes import process_table
 from scenariokit.runner.confinement.sandbox import (
     SandboxConfig,
+    WorkerCommand,
     bubblewrap_path,
     bubblewrap_works,
     sandbox_command,
@@ -213,9 +216,26 @@ async def test_a_plugin_that_fails_to_load_is_reported_by_each_workers_run(
         await pool.close()
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not bubblewrap_works(), reason="the zygote joins sandboxes as root")
-def test_no_worker_is_forked_outside_its_sandbox_and_a_refusing_zygote_is_given_up(tmp_path: Path) -> None:
-    """A pidfd of a process that is not the sandbox (a reused pid): the worker never starts."""
+@attrs.frozen
+class SandboxAtHand:
+    """A zygote, a worker's sandbox (its shell said ready) and the descriptors a fork request gives."""
+
+    zygote: Zygote
+    command: WorkerCommand
+    described: dict[str, Any]
+    #: the worker's end of its channel (given in the request) and the pool's
+    channel: socket.socket
+    pool_end: socket.socket
+    output: int
+
+    @property
+    def namespaces(self) -> dict[str, int]:
+        return {name: self.described[f"{name}-namespace"] for name in ("mnt", "pid", "ipc")}
+
+
+@contextlib.contextmanager
+def sandbox_at_hand(tmp_path: Path, *bwrap_flags: str) -> Iterator[SandboxAtHand]:
+    """A zygote and a worker's sandbox as the pool makes them (``bwrap_flags`` added), both ended after."""
     import json
     import subprocess
 
@@ -225,31 +245,15 @@ def test_no_worker_is_forked_outside_its_sandbox_and_a_refusing_zygote_is_given_
     zygote.start()
     info_read, info_write = os.pipe()
     command = sandbox_command(run_dir, SandboxConfig(), None, info_write, user=0x7000_0FFF)
-    box = subprocess.Popen(
-        command.argv, pass_fds=(info_write,), stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
+    argv = [command.argv[0], *bwrap_flags, *command.argv[1:]]
+    box = subprocess.Popen(argv, pass_fds=(info_write,), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     os.close(info_write)
     ours, theirs = socket.socketpair()
     out_read, out_write = os.pipe()
     try:
-        namespaces = json.loads(os.fdopen(info_read, "rb").read())
+        described = json.loads(os.fdopen(info_read, "rb").read())
         assert box.stdout is not None and box.stdout.readline() == b"ready\n"
-        wrong = os.pidfd_open(os.getpid())  # the host's namespaces, not the sandbox's
-        request = ForkRequest(
-            uid=0x7000_0FFF,
-            env=command.env,
-            cwd=command.inner_dir,
-            sandbox=SandboxNamespaces(
-                **{name: namespaces[f"{name}-namespace"] for name in ("mnt", "pid", "ipc")}
-            ),
-        )
-        for _ in range(zygote_module.GIVE_UP_AFTER):
-            with pytest.raises(ZygoteUnavailable, match="not in the sandbox's mnt namespace"):
-                zygote.fork(request, [theirs.fileno(), out_write, out_write, wrong])
-        os.close(wrong)
-        # a zygote that cannot set workers up on this machine is given up on: all start by exec
-        with pytest.raises(ZygoteUnavailable, match="could not set workers up"):
-            zygote.ensure_running()
+        yield SandboxAtHand(zygote, command, described, theirs, ours, out_write)
     finally:
         box.kill()
         box.wait()
@@ -258,6 +262,26 @@ def test_no_worker_is_forked_outside_its_sandbox_and_a_refusing_zygote_is_given_
             os.close(fd)
         ours.close()
         theirs.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not bubblewrap_works(), reason="the zygote joins sandboxes as root")
+def test_no_worker_is_forked_outside_its_sandbox_and_a_refusing_zygote_is_given_up(tmp_path: Path) -> None:
+    """A pidfd of a process that is not the sandbox (a reused pid): the worker never starts."""
+    with sandbox_at_hand(tmp_path) as box:
+        wrong = os.pidfd_open(os.getpid())  # the host's namespaces, not the sandbox's
+        request = ForkRequest(
+            uid=0x7000_0FFF,
+            env=box.command.env,
+            cwd=box.command.inner_dir,
+            sandbox=SandboxNamespaces(**box.namespaces),
+        )
+        for _ in range(zygote_module.GIVE_UP_AFTER):
+            with pytest.raises(ZygoteUnavailable, match="not in the sandbox's mnt namespace"):
+                box.zygote.fork(request, [box.channel.fileno(), box.output, box.output, wrong])
+        os.close(wrong)
+        # a zygote that cannot set workers up on this machine is given up on: all start by exec
+        with pytest.raises(ZygoteUnavailable, match="could not set workers up"):
+            box.zygote.ensure_running()
 
 
 def test_whether_a_zygote_serves_is_found_by_trying_what_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -299,60 +323,35 @@ def test_whether_a_zygote_serves_is_found_by_trying_what_it_needs(monkeypatch: p
 def test_a_worker_enters_a_sandbox_in_a_user_namespace_of_its_own_with_no_capability(tmp_path: Path) -> None:
     """What an ordinary user's bubblewrap makes (a user namespace of the sandbox's own), made by root
     with ``--unshare-user``: the worker is forked through a go-between that enters it, is born in the
-    sandbox's namespaces as the zygote's own child, and holds no capability there."""
-    import json
-    import subprocess
-
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    zygote = Zygote(worker_environment("/tmp/scenariokit-run"))
-    zygote.start()
-    info_read, info_write = os.pipe()
-    # the worker keeps root's id, the one bubblewrap maps into that namespace: its own would be unmapped
-    command = sandbox_command(run_dir, SandboxConfig(), None, info_write, user=0x7000_0FFF)
-    argv = [command.argv[0], "--unshare-user", *command.argv[1:]]
-    box = subprocess.Popen(argv, pass_fds=(info_write,), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    os.close(info_write)
-    ours, theirs = socket.socketpair()
-    out_read, out_write = os.pipe()
-    forked = None
-    try:
-        described = json.loads(os.fdopen(info_read, "rb").read())
-        assert box.stdout is not None and box.stdout.readline() == b"ready\n"
-        first = int(described["child-pid"])
+    sandbox's namespaces as the zygote's own child, and holds no capability there. It keeps root's
+    id, the one bubblewrap maps into that namespace: its own would be unmapped."""
+    with sandbox_at_hand(tmp_path, "--unshare-user") as box:
+        first = int(box.described["child-pid"])
         own_user = os.stat(f"/proc/{first}/ns/user").st_ino
         assert own_user != os.stat("/proc/self/ns/user").st_ino
-        namespaces = {name: described[f"{name}-namespace"] for name in ("mnt", "pid", "ipc")}
         request = ForkRequest(
-            env=command.env,
-            cwd=command.inner_dir,
-            sandbox=SandboxNamespaces(**namespaces, user=own_user),
+            env=box.command.env,
+            cwd=box.command.inner_dir,
+            sandbox=SandboxNamespaces(**box.namespaces, user=own_user),
         )
         pidfd = os.pidfd_open(first)
         try:
-            forked = zygote.fork(request, [theirs.fileno(), out_write, out_write, pidfd])
+            forked = box.zygote.fork(request, [box.channel.fileno(), box.output, box.output, pidfd])
         finally:
             os.close(pidfd)
-        status = Path(f"/proc/{forked.pid}/status").read_text()
-        held = {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines()}
-        for kind in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
-            assert int(held[kind], 16) == 0, (kind, held[kind])
-        assert held["NoNewPrivs"] == "1"
-        assert parent(forked.pid) == zygote.pid  # no go-between left behind
-        for name, inode in {**namespaces, "user": own_user}.items():
-            assert os.stat(f"/proc/{forked.pid}/ns/{name}").st_ino == inode, name
-        ours.close()  # the worker reads no options: it ends
-        assert forked.wait(15.0) is not None
-    finally:
-        if forked is not None:
+        try:
+            status = Path(f"/proc/{forked.pid}/status").read_text()
+            held = {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines()}
+            for kind in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+                assert int(held[kind], 16) == 0, (kind, held[kind])
+            assert held["NoNewPrivs"] == "1"
+            assert parent(forked.pid) == box.zygote.pid  # no go-between left behind
+            for name, inode in {**box.namespaces, "user": own_user}.items():
+                assert os.stat(f"/proc/{forked.pid}/ns/{name}").st_ino == inode, name
+            box.pool_end.close()  # the worker reads no options: it ends
+            assert forked.wait(15.0) is not None
+        finally:
             forked.close()
-        box.kill()
-        box.wait()
-        zygote.close()
-        for fd in (out_read, out_write):
-            os.close(fd)
-        ours.close()
-        theirs.close()
 
 
 def test_a_malformed_request_is_refused_and_the_zygote_keeps_serving(tmp_path: Path) -> None:
