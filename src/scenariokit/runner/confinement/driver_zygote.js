@@ -560,9 +560,9 @@ function becomeDriver(connection, fds, peer) {
 }
 
 // Gives up every capability, as bubblewrap does for what it runs: a driver that entered its sandbox's
-// user namespace holds them all there, the mount namespace's included, where they would let what it
-// runs lift the empty mounts hiding the service's files. None is left in any set, the bounding set
-// included, and the kernel's own account of them is read back.
+// user namespace holds them all there (the sandbox's mounts are locked against them, made in the
+// outer of bubblewrap's two user namespaces, but nothing rests on that alone). None is left in any
+// set, the bounding set included, and the kernel's own account of them is read back.
 function dropCapabilities() {
   for (let cap = 0; cap <= CAP_LAST_CAP; cap += 1) check(c.prctl(PR_CAPBSET_DROP, BigInt(cap), 0n, 0n, 0n), 'capbset');
   check(c.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0n, 0n, 0n), 'ambient capabilities');

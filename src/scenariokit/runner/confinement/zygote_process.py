@@ -444,9 +444,10 @@ def _drop_to(uid: int) -> None:
 
 def _drop_capabilities() -> None:
     """Give up every capability, as bubblewrap does for what it runs: a worker that entered its
-    sandbox's user namespace holds them all there, mount namespace included, where they would let
-    step code lift the empty mounts hiding the store. None is left in any set, the bounding set
-    included, so no exec brings one back; the check reads what the kernel says this process holds."""
+    sandbox's user namespace holds them all there (the sandbox's mounts are locked against them, made
+    in the outer of bubblewrap's two user namespaces, but nothing rests on that alone). None is left
+    in any set, the bounding set included, so no exec brings one back; the check reads what the
+    kernel says this process holds."""
     libc = _libc()
     with open("/proc/sys/kernel/cap_last_cap") as last:
         for cap in range(int(last.read()) + 1):
