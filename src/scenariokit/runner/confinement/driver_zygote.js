@@ -524,14 +524,11 @@ function becomeDriver(connection, fds, peer) {
     c.close(peer.cwd);
     peer.limits.forEach((limit, resource) => check(c.setrlimit(resource, limit), `setrlimit ${resource}`));
     if (ROOT) {
-      for (let cap = 0; cap <= CAP_LAST_CAP; cap += 1) check(c.prctl(PR_CAPBSET_DROP, BigInt(cap), 0n, 0n, 0n), 'capbset');
+      dropBoundingSet();
       check(c.setgroups(0n, 0n), 'setgroups');
       check(c.setresgid(peer.gid, peer.gid, peer.gid), 'setgid');
       check(c.setresuid(peer.uid, peer.uid, peer.uid), 'setuid');
-      // a requester that is root still gets a driver with no capability (a leased user has none anyway)
-      const header = Buffer.alloc(8), data = Buffer.alloc(24);
-      header.writeUInt32LE(0x20080522, 0);  // _LINUX_CAPABILITY_VERSION_3, pid 0: this process
-      check(c.capset(header, data), 'capset');
+      clearCapabilitySets();  // a requester that is root still gets a driver with no capability
     }
     if (peer.joined) dropCapabilities();
     if (process.getuid() !== peer.uid || process.geteuid() !== peer.uid || process.getgid() !== peer.gid) {
@@ -559,16 +556,26 @@ function becomeDriver(connection, fds, peer) {
   c._exit(127);
 }
 
+// Takes every capability out of the bounding set: no exec can bring one back.
+function dropBoundingSet() {
+  for (let cap = 0; cap <= CAP_LAST_CAP; cap += 1) check(c.prctl(PR_CAPBSET_DROP, BigInt(cap), 0n, 0n, 0n), 'capbset');
+}
+
+// Empties the permitted, effective and inheritable sets.
+function clearCapabilitySets() {
+  const header = Buffer.alloc(8), data = Buffer.alloc(24);
+  header.writeUInt32LE(0x20080522, 0);  // _LINUX_CAPABILITY_VERSION_3, pid 0: this process
+  check(c.capset(header, data), 'capset');
+}
+
 // Gives up every capability, as bubblewrap does for what it runs: a driver that entered its sandbox's
 // user namespace holds them all there (the sandbox's mounts are locked against them, made in the
 // outer of bubblewrap's two user namespaces, but nothing rests on that alone). None is left in any
 // set, the bounding set included, and the kernel's own account of them is read back.
 function dropCapabilities() {
-  for (let cap = 0; cap <= CAP_LAST_CAP; cap += 1) check(c.prctl(PR_CAPBSET_DROP, BigInt(cap), 0n, 0n, 0n), 'capbset');
+  dropBoundingSet();
   check(c.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0n, 0n, 0n), 'ambient capabilities');
-  const header = Buffer.alloc(8), data = Buffer.alloc(24);
-  header.writeUInt32LE(0x20080522, 0);  // _LINUX_CAPABILITY_VERSION_3, pid 0: this process
-  check(c.capset(header, data), 'capset');
+  clearCapabilitySets();
   const held = fs.readFileSync('/proc/self/status', 'latin1').split('\n').filter((line) => line.startsWith('Cap'));
   if (held.length < 5 || held.some((line) => BigInt(`0x${line.split(':')[1].trim()}`) !== 0n)) {
     throw new Error('the driver kept a capability');

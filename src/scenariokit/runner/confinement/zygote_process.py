@@ -216,10 +216,22 @@ def _fork_worker(
         expected = {**shared, **{name: getattr(sandbox, name) for name in SANDBOX_NAMESPACES}}
     if sandbox is not None and sandbox.user is not None:
         worker = _fork_through_user_namespace(control, request, fds, {**expected, "user": sandbox.user})
-        workers.add(worker, os.dup(fds[3]))
-        with contextlib.suppress(OSError):
-            _write(fds[3], f"pid {worker}")
-        return
+    else:
+        worker = _fork_from_host(control, own_pid_namespace, request, fds, expected)
+    workers.add(worker, os.dup(fds[3]))  # the request's descriptors are closed once it is served
+    with contextlib.suppress(OSError):  # a pool that stopped listening: the worker is reaped as it ends
+        _write(fds[3], f"pid {worker}")
+
+
+def _fork_from_host(
+    control: socket.socket,
+    own_pid_namespace: int,
+    request: ForkRequest,
+    fds: list[int],
+    expected: dict[str, int],
+) -> int:
+    """Fork the worker, into its sandbox's PID namespace where it has one; its pid."""
+    sandbox = request.sandbox
     if sandbox is not None:
         _check(_libc().setns(fds[4], CLONE_NEWPID), "setns")
     try:
@@ -233,9 +245,7 @@ def _fork_worker(
         finally:  # whatever happens there, a fork never goes back to serving requests
             os._exit(1)
     _back_to(own_pid_namespace, sandbox)
-    workers.add(worker, os.dup(fds[3]))  # the request's descriptors are closed once it is served
-    with contextlib.suppress(OSError):  # a pool that stopped listening: the worker is reaped as it ends
-        _write(fds[3], f"pid {worker}")
+    return worker
 
 
 def _fork_through_user_namespace(
@@ -431,15 +441,20 @@ def _max_fd() -> int:
 
 def _drop_to(uid: int) -> None:
     """Become ``uid`` for good, with no capability left, not even one an exec could bring back."""
-    libc = _libc()
-    with open("/proc/sys/kernel/cap_last_cap") as last:
-        for cap in range(int(last.read()) + 1):
-            _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop capability")
+    _drop_bounding_set()
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
     if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
         raise RuntimeError("the worker did not become its own user")
+
+
+def _drop_bounding_set() -> None:
+    """Take every capability out of this process's bounding set: no exec can bring one back."""
+    libc = _libc()
+    with open("/proc/sys/kernel/cap_last_cap") as last:
+        for cap in range(int(last.read()) + 1):
+            _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop capability")
 
 
 def _drop_capabilities() -> None:
@@ -449,9 +464,7 @@ def _drop_capabilities() -> None:
     in any set, the bounding set included, so no exec brings one back; the check reads what the
     kernel says this process holds."""
     libc = _libc()
-    with open("/proc/sys/kernel/cap_last_cap") as last:
-        for cap in range(int(last.read()) + 1):
-            _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop capability")
+    _drop_bounding_set()
     _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
     header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
     _check(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")

@@ -561,12 +561,11 @@ def _sandbox_ready(process: subprocess.Popen[bytes], info: int) -> tuple[int, Sa
     try:
         with open(f"/proc/{first}/stat", "rb") as stat:
             parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
-        signal.pidfd_send_signal(pidfd, 0)  # still that process: the stat read was its own
-        if parent != process.pid:
-            raise RuntimeError(f"pid {first} is not the sandbox's first process")
         # bubblewrap names the namespaces it made but a user namespace: an ordinary user's has one
         user = os.stat(f"/proc/{first}/ns/user").st_ino
-        signal.pidfd_send_signal(pidfd, 0)  # and that was still the sandbox's first process
+        signal.pidfd_send_signal(pidfd, 0)  # still that process: the two reads were its own
+        if parent != process.pid:
+            raise RuntimeError(f"pid {first} is not the sandbox's first process")
     except BaseException:
         os.close(pidfd)
         raise
