@@ -82,6 +82,12 @@ KEPT_VARIABLES = (
     "WAYLAND_DISPLAY",
 )
 POOL_DIR_PREFIX = "scenariokit-pool-"
+#: a tmpfs where workers without a sandbox keep their temporary folder (:func:`memory_folder_base`)
+MEMORY_FOLDER_BASE = Path("/dev/shm")
+#: the room that tmpfs must have free for it (Docker gives containers 64 MiB, which Chromium needs)
+MEMORY_FOLDER_MIN_MB = 512
+#: the link, in the private directory of a worker without a sandbox, to its folder in memory
+MEMORY_LINK = "memory"
 X11_SOCKETS = "/tmp/.X11-unix"
 
 
@@ -412,19 +418,24 @@ def private_tmp(home: str | Path) -> str:
     return f"{home}/tmp"
 
 
-def worker_tmp(kind: SandboxKind) -> str | None:
+def worker_tmp(kind: SandboxKind, run_dir: str | Path | None = None) -> str | None:
     """A worker's ``TMPDIR`` where it is not its private directory's ``tmp/``: under bubblewrap, the
-    sandbox's own ``/tmp``.
+    sandbox's own ``/tmp``; without a sandbox, the private directory ``run_dir``'s link to its folder
+    in memory, where :func:`make_run_dir` made one (:func:`memory_folder_base`).
 
-    That is a tmpfs that ends with the sandbox, so Chromium's profile (about fifty files a launch)
-    is made in memory instead of on the disk: on ext4, making files where many were just deleted
-    costs the kernel a scan of the recently freed inodes, and removing them costs the worker's stop
-    (docs/architecture.md, "Where a run's files go"). What may grow large goes to the private
-    directory on disk all the same: the browser's downloads and traces (``WorkerOptions.files_dir``),
-    screenshots and videos (the artifacts folder). Pages written to the tmpfs count against the run's
-    memory limit, like the rest of its memory.
+    Either is a tmpfs, so Chromium's profile (about fifty files a launch) is made in memory instead of
+    on the disk: on ext4, making files where many were just deleted costs the kernel a scan of the
+    recently freed inodes, and removing them costs the worker's stop (docs/architecture.md, "Where a
+    run's files go"). What may grow large goes to the private directory on disk all the same: the
+    browser's downloads and traces (``WorkerOptions.files_dir``), screenshots and videos (the
+    artifacts folder). Pages written to the tmpfs count against the run's memory limit, like the rest
+    of its memory (its control group's, where the pool makes one).
     """
-    return str(PRIVATE_TMP) if kind == "bubblewrap" else None
+    if kind == "bubblewrap":
+        return str(PRIVATE_TMP)
+    if run_dir is not None and os.path.islink(link := os.path.join(run_dir, MEMORY_LINK)):
+        return link
+    return None
 
 
 def _base_flags() -> list[str]:
@@ -767,7 +778,7 @@ def worker_plan(
         cache = str(compile_cache.parent) if compile_cache is not None else ""
         snapshot_dir = str(snapshot) if snapshot is not None else ""
         zygote_dir = str(zygote) if zygote is not None else ""
-    env = worker_environment(inner, extra=config.pass_env, tmp=worker_tmp(kind))
+    env = worker_environment(inner, extra=config.pass_env, tmp=worker_tmp(kind, run_dir))
     if compile_cache is not None:
         env[NODE_CACHE_ENV] = cache
     if snapshot is not None:
@@ -779,15 +790,34 @@ def worker_plan(
     )
 
 
-def make_run_dir(pool_dir: Path, user: int | None) -> Path:
-    """A private directory for a worker (``home/``, ``tmp/``, ``artifacts/`` inside), owned by ``user``."""
+def make_run_dir(pool_dir: Path, user: int | None, memory_dir: Path | None = None) -> Path:
+    """A private directory for a worker (``home/``, ``tmp/``, ``artifacts/`` inside), owned by ``user``.
+
+    With ``memory_dir`` (a pool's folder in memory, :func:`make_memory_pool_dir`) it also holds
+    :data:`MEMORY_LINK`, a link to a folder of its own there: the worker's ``TMPDIR``
+    (:func:`worker_tmp`). :func:`remove_run_dir` removes both.
+    """
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=pool_dir))
     for sub in ("home", "tmp", "artifacts"):
         (run_dir / sub).mkdir(mode=0o700)
     if user is not None:
         for path in (run_dir, run_dir / "home", run_dir / "tmp", run_dir / "artifacts"):
             os.chown(path, user, user)
+    if memory_dir is not None:
+        memory = memory_dir / run_dir.name
+        memory.mkdir(mode=0o700)
+        if user is not None:
+            os.chown(memory, user, user)
+        (run_dir / MEMORY_LINK).symlink_to(memory)
     return run_dir
+
+
+def remove_run_dir(run_dir: Path) -> None:
+    """Remove a worker's private directory and its folder in memory, if it has one (blocking)."""
+    link = run_dir / MEMORY_LINK
+    with contextlib.suppress(OSError):
+        remove_dir(Path(os.readlink(link)))
+    remove_dir(run_dir)
 
 
 class WorkerUser:
@@ -951,9 +981,10 @@ def writable_and_again(function: Callable[..., object], failed: str, error: Base
 _POOL_DIR = re.compile(rf"^{POOL_DIR_PREFIX}(\d+)-")
 
 
-def make_pool_dir() -> Path:
-    """A folder for one pool's run directories; those of pools whose process died are removed first."""
-    base = Path(tempfile.gettempdir())
+def make_pool_dir(base: Path | None = None) -> Path:
+    """A folder for one pool's run directories in ``base`` (default: the system's temporary folder);
+    those of pools whose process died are removed first."""
+    base = Path(tempfile.gettempdir()) if base is None else base
     with contextlib.suppress(OSError):
         for entry in base.iterdir():
             match = _POOL_DIR.match(entry.name)
@@ -962,6 +993,63 @@ def make_pool_dir() -> Path:
     folder = Path(tempfile.mkdtemp(prefix=f"{POOL_DIR_PREFIX}{os.getpid()}-", dir=base))
     folder.chmod(0o711)  # an unprivileged worker must reach its own run directory inside
     return folder
+
+
+def file_system_type(path: str | Path) -> str | None:
+    """The type of the file system ``path`` lies on (``tmpfs``, ``ext4``, ...), from this process's
+    mount table; None where there is none to read (not Linux)."""
+    path = os.path.realpath(path)
+    best, kind = "", None
+    try:
+        table = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in table:
+        fields = line.split()
+        if "-" not in fields:
+            continue
+        point = fields[4].replace("\\040", " ")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[fields.index("-") + 1]
+    return kind
+
+
+def memory_folder_base(
+    base: Path = MEMORY_FOLDER_BASE, temporary: str | None = None, least_mb: int = MEMORY_FOLDER_MIN_MB
+) -> Path | None:
+    """Where workers without a sandbox keep their temporary folder (Chromium's profile) in memory, as
+    a sandbox's own ``/tmp`` is: ``base`` (``/dev/shm``) when it is a tmpfs this process may write
+    with at least ``least_mb`` MiB free, and the system's temporary folder (``temporary``) is not a
+    tmpfs already. None otherwise: the private directory's ``tmp/`` it stays (not Linux; a container's
+    small ``/dev/shm``, which Chromium's own shared memory needs).
+    """
+    temporary = tempfile.gettempdir() if temporary is None else temporary
+    if file_system_type(temporary) == "tmpfs" or file_system_type(base) != "tmpfs":
+        return None
+    try:
+        room = os.statvfs(base)
+    except OSError:
+        return None
+    if room.f_bavail * room.f_frsize < least_mb * 1024 * 1024 or not os.access(base, os.W_OK | os.X_OK):
+        return None
+    return base
+
+
+def make_memory_pool_dir(pool_dir: Path, base: Path | None = None) -> Path | None:
+    """The folder in memory for the workers of a pool without a sandbox (``pool_dir`` is the pool's
+    folder on disk), or None where there is no room for one (:func:`memory_folder_base`).
+
+    ``base`` overrides where it goes (tests). Named like the pool's own folders, so a pool that starts
+    here removes those of pools whose process died, as :func:`make_pool_dir` does on disk.
+    """
+    base = memory_folder_base() if base is None else base
+    if base is None:
+        return None
+    try:
+        return make_pool_dir(base)
+    except OSError:
+        return None
 
 
 # --- inside the worker ----------------------------------------------------------------------------

@@ -62,6 +62,7 @@ from scenariokit.runner.confinement.sandbox import (
     SandboxConfig,
     SandboxKind,
     bubblewrap_path,
+    make_memory_pool_dir,
     make_pool_dir,
     node_cache_filler,
     remove_dir,
@@ -189,6 +190,8 @@ class WorkerPool:
         #: what this machine could not give the workers, each in words (the start-up log, ``/health``)
         self.left_out: list[str] = []
         self._pool_dir: Path | None = None
+        #: its workers' folders in memory, where they have no sandbox and the machine has room
+        self._memory_dir: Path | None = None
         self._on_browser_closed = on_browser_closed
         self._workers: set[WorkerHandle] = set()
         self._idle: asyncio.Queue[WorkerHandle] | None = None
@@ -219,6 +222,8 @@ class WorkerPool:
         if kind == "none" and (fallback := await asyncio.to_thread(sandbox_fallback, self._sandbox.mode)):
             self._leave_out(fallback)
         self._pool_dir = await asyncio.to_thread(make_pool_dir)
+        if kind == "none":  # Chromium's profile in memory, as a sandbox's own /tmp has it
+            self._memory_dir = await asyncio.to_thread(make_memory_pool_dir, self._pool_dir)
         limits = self._sandbox.limits
         self.run_groups = await asyncio.to_thread(
             open_run_groups, limits.memory_mb, limits.processes, tag=self._pool_dir.name
@@ -239,6 +244,7 @@ class WorkerPool:
             kind=kind,
             config=self._sandbox,
             pool_dir=self._pool_dir,
+            memory_dir=self._memory_dir,
             options=options,
             bwrap=bubblewrap_path() if kind == "bubblewrap" else None,
             groups=self.run_groups,
@@ -496,6 +502,8 @@ class WorkerPool:
             await asyncio.to_thread(self._zygote.close)
         if self._pool_dir is not None:
             await asyncio.to_thread(remove_dir, self._pool_dir)
+        if self._memory_dir is not None:
+            await asyncio.to_thread(remove_dir, self._memory_dir)
         if self.run_groups is not None:
             await asyncio.to_thread(self.run_groups.close)
 

@@ -43,7 +43,7 @@ from scenariokit.runner.confinement.sandbox import (
     lease_worker_user,
     make_run_dir,
     private_tmp,
-    remove_dir,
+    remove_run_dir,
     sandbox_command,
     worker_command,
     worker_plan,
@@ -100,6 +100,8 @@ class WorkerLaunch:
     config: SandboxConfig
     pool_dir: Path
     options: WorkerOptions
+    #: the pool's folder in memory for its workers' temporary folders (no sandbox; None: on disk)
+    memory_dir: Path | None = None
     #: the ``bwrap`` executable found when the pool started (under bubblewrap)
     bwrap: str | None = None
     #: the Playwright driver's compile cache and start-up snapshot the pool made, once it has (read-only
@@ -184,7 +186,7 @@ class WorkerHandle:
             if drops_user(launch.kind):  # a user of its own: no run shares another's process limit
                 self.user = await asyncio.to_thread(lease_worker_user)
             uid = self.user.uid if self.user is not None else None
-            self.run_dir = await asyncio.to_thread(make_run_dir, launch.pool_dir, uid)
+            self.run_dir = await asyncio.to_thread(make_run_dir, launch.pool_dir, uid, launch.memory_dir)
             if launch.groups is not None:
                 self.group = await asyncio.to_thread(launch.groups.create)
         except BaseException:
@@ -474,7 +476,7 @@ class WorkerHandle:
             if process is not None:
                 _close_pipes(process, skip=self._read_by_threads)
             if self.run_dir is not None:
-                remove_dir(self.run_dir)
+                remove_run_dir(self.run_dir)
             if self.user is not None:  # its processes are dead and its files gone: the id is free
                 self.user.release()
 
