@@ -188,6 +188,12 @@ def test_a_run_directory_links_its_folder_in_memory_and_both_go_together(tmp_pat
     (link / "playwright_chromiumdev_profile-x").chmod(0o500)  # as a browser may leave it
     remove_run_dir(run_dir)
     assert not run_dir.exists() and list(memory_dir.iterdir()) == []
+    # the pool's folder in memory gone (systemd's RemoveIPC, someone cleaning /dev/shm): on disk
+    memory_dir.rmdir()
+    orphan = make_run_dir(pool_dir, None, memory_dir)
+    assert not os.path.lexists(orphan / MEMORY_LINK)
+    assert worker_plan("none", orphan, SandboxConfig(mode="off"), None).env["TMPDIR"] == f"{orphan}/tmp"
+    remove_run_dir(orphan)
     # a run directory made without one keeps TMPDIR on disk, and removes as before
     plain = make_run_dir(pool_dir, None)
     assert not (plain / MEMORY_LINK).exists()

@@ -795,7 +795,7 @@ def make_run_dir(pool_dir: Path, user: int | None, memory_dir: Path | None = Non
 
     With ``memory_dir`` (a pool's folder in memory, :func:`make_memory_pool_dir`) it also holds
     :data:`MEMORY_LINK`, a link to a folder of its own there: the worker's ``TMPDIR``
-    (:func:`worker_tmp`). :func:`remove_run_dir` removes both.
+    (:func:`worker_tmp`), unless that folder cannot be made. :func:`remove_run_dir` removes both.
     """
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=pool_dir))
     for sub in ("home", "tmp", "artifacts"):
@@ -804,12 +804,24 @@ def make_run_dir(pool_dir: Path, user: int | None, memory_dir: Path | None = Non
         for path in (run_dir, run_dir / "home", run_dir / "tmp", run_dir / "artifacts"):
             os.chown(path, user, user)
     if memory_dir is not None:
-        memory = memory_dir / run_dir.name
+        _link_memory_folder(run_dir, memory_dir / run_dir.name, user)
+    return run_dir
+
+
+def _link_memory_folder(run_dir: Path, memory: Path, user: int | None) -> None:
+    """Make ``memory`` and link it from ``run_dir``; where that fails (the tmpfs full, or the pool's
+    folder there removed by someone else: systemd's ``RemoveIPC`` empties ``/dev/shm`` of a user who
+    logged out), nothing is left of it and the worker's ``TMPDIR`` stays on disk."""
+    try:
         memory.mkdir(mode=0o700)
         if user is not None:
             os.chown(memory, user, user)
         (run_dir / MEMORY_LINK).symlink_to(memory)
-    return run_dir
+    except OSError:
+        with contextlib.suppress(OSError):
+            (run_dir / MEMORY_LINK).unlink()
+        with contextlib.suppress(OSError):
+            memory.rmdir()
 
 
 def remove_run_dir(run_dir: Path) -> None:
