@@ -42,6 +42,12 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def namespace_inode(name: str, pid: int | str = "self") -> int:
+    """The inode number of process ``pid``'s namespace ``name`` (``user``, ``pid``, ``mnt``, ...): two
+    processes are in the same namespace when these are equal."""
+    return os.stat(f"/proc/{pid}/ns/{name}").st_ino
+
+
 def become_subreaper() -> bool:
     """Make this process the parent of every orphaned descendant (Linux); False where that is not possible.
 

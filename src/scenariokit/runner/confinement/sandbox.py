@@ -42,7 +42,7 @@ from scenariokit.runner.confinement.driver_zygote import (
     SANDBOX_DRIVER_ZYGOTE,
     ZYGOTE_LAUNCHER_NAME,
 )
-from scenariokit.runner.confinement.processes import pid_alive
+from scenariokit.runner.confinement.processes import namespace_inode, pid_alive
 
 SandboxMode = Literal["auto", "bubblewrap", "off"]
 SandboxKind = Literal["bubblewrap", "none"]
@@ -343,7 +343,7 @@ def sandbox_user_depth(bwrap: str) -> int | None:
 def user_namespace_depth(pid: int) -> int | None:
     """How many user namespaces process ``pid``'s is below this process's (0: the same), or None when
     it is not below it (or cannot be read)."""
-    own = os.stat("/proc/self/ns/user").st_ino
+    own = namespace_inode("user")
     fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
     try:
         for depth in range(33):  # the kernel nests user namespaces 32 deep at most

@@ -32,6 +32,7 @@ import threading
 import traceback
 from typing import Any, NoReturn
 
+from scenariokit.runner.confinement.processes import namespace_inode
 from scenariokit.runner.protocol import ForkRequest, decode_frame, prepare_frames
 
 #: the largest request (its environment is the largest part)
@@ -95,7 +96,7 @@ def serve(control_fd: int) -> None:
         control.send(f"a plugin started a thread while it was imported ({', '.join(running)})".encode())
         return
     own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-    shared = {name: _namespace(name) for name in SHARED_NAMESPACES}
+    shared = {name: namespace_inode(name) for name in SHARED_NAMESPACES}
     workers = _Workers()
     workers.listen(control.fileno())
     control.send(b"ready")
@@ -339,10 +340,6 @@ def _check(result: int, what: str) -> None:
         raise OSError(error, f"{what}: {os.strerror(error)}")
 
 
-def _namespace(name: str, pid: str = "self") -> int:
-    return os.stat(f"/proc/{pid}/ns/{name}").st_ino
-
-
 def _become_worker(
     control: socket.socket,
     request: ForkRequest,
@@ -415,7 +412,7 @@ def _become_worker(
 def _check_sandbox(expected: dict[str, int]) -> None:
     """Refuse to run unless this process is in the sandbox's namespaces and under its root."""
     for name, inode in expected.items():
-        if _namespace(name) != inode:
+        if namespace_inode(name) != inode:
             raise RuntimeError(f"the worker is not in the sandbox's {name} namespace")
     root, sandbox_root = os.stat("/"), os.stat("/proc/1/root/")
     if (root.st_dev, root.st_ino) != (sandbox_root.st_dev, sandbox_root.st_ino):

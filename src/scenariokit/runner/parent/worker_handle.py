@@ -31,7 +31,12 @@ from typing import IO, Literal
 import attrs
 
 from scenariokit.runner.confinement.cgroups import RunGroup, RunGroups
-from scenariokit.runner.confinement.processes import kill_process_tree, wait_for_exit, wait_readable
+from scenariokit.runner.confinement.processes import (
+    kill_process_tree,
+    namespace_inode,
+    wait_for_exit,
+    wait_readable,
+)
 from scenariokit.runner.confinement.sandbox import (
     MEMORY_ENV,
     NodeCache,
@@ -564,7 +569,7 @@ def _sandbox_ready(process: subprocess.Popen[bytes], info: int) -> tuple[int, Sa
         with open(f"/proc/{first}/stat", "rb") as stat:
             parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
         # bubblewrap names the namespaces it made but a user namespace: an ordinary user's has one
-        user = os.stat(f"/proc/{first}/ns/user").st_ino
+        user = namespace_inode("user", first)
         signal.pidfd_send_signal(pidfd, 0)  # still that process: the two reads were its own
         if parent != process.pid:
             raise RuntimeError(f"pid {first} is not the sandbox's first process")
@@ -580,4 +585,4 @@ def _sandbox_ready(process: subprocess.Popen[bytes], info: int) -> tuple[int, Sa
 
 @functools.cache
 def _own_user_namespace() -> int:
-    return os.stat("/proc/self/ns/user").st_ino
+    return namespace_inode("user")
