@@ -219,10 +219,13 @@ def _probe(bwrap: str) -> str | None:
     return None
 
 
-#: Run by :func:`sandbox_join_problem` in a fresh interpreter: join the namespaces of the process
-#: whose pid is its first argument, as the zygotes join a worker's sandbox from the host's user
-#: namespace; or (``user``) as the worker zygote's go-between joins a sandbox in a user namespace of
-#: its own: a child enters it with the others and forks a process there
+#: why a sandbox that shares the service's user namespace (root's) cannot be entered through its own
+_NO_OWN_USER_NAMESPACE = "the sandbox has no user namespace of its own"
+
+#: Run by :func:`_probed` in a fresh interpreter: join the namespaces of the process whose pid is its
+#: first argument, as the zygotes join a worker's sandbox from the host's user namespace; or
+#: (``user``) as the worker zygote's go-between joins a sandbox in a user namespace of its own: a
+#: child enters it with the others and forks a process there
 #: (``zygote_process._fork_through_user_namespace``).
 _JOIN_PROBE = (
     "import ctypes,os,sys\n"
@@ -234,7 +237,7 @@ _JOIN_PROBE = (
     "    libc.setns(fd,0x20000000|0x00020000|0x08000000)==0 or why('setns')\n"
     "    sys.exit(0)\n"
     "if os.stat(f'/proc/{sys.argv[1]}/ns/user').st_ino==os.stat('/proc/self/ns/user').st_ino:\n"
-    "    sys.exit('the sandbox has no user namespace of its own')\n"
+    f"    sys.exit({_NO_OWN_USER_NAMESPACE!r})\n"
     "between=os.fork()\n"
     "if between==0:\n"
     "    libc.setns(fd,0x10000000|0x20000000|0x00020000|0x08000000)==0 or why('setns')\n"
@@ -243,11 +246,10 @@ _JOIN_PROBE = (
 )
 
 
-@cache
 def sandbox_join_problem(bwrap: str, *, own_user_namespace: bool = False) -> str | None:
     """Why a process of this service cannot join a bubblewrap sandbox's PID, mount and IPC namespaces
     (what both zygotes do to start a worker or a driver in one), or None: found by starting a sandbox
-    and joining it, once per process.
+    and joining it, once per process (:func:`_probed`).
 
     A service running as root can; an ordinary user's bubblewrap puts the sandbox in a user namespace
     of its own, and joining namespaces owned by it needs ``CAP_SYS_ADMIN`` in the service's own user
@@ -256,22 +258,58 @@ def sandbox_join_problem(bwrap: str, *, own_user_namespace: bool = False) -> str
     start a worker there as the worker zygote's go-between does; None only where the sandbox has a
     user namespace of its own.
     """
+    probe = _probed(bwrap)
+    return probe.through_own if own_user_namespace else probe.from_host
+
+
+@attrs.frozen
+class _SandboxProbe:
+    """What one probe sandbox told (:func:`_probed`)."""
+
+    #: why its namespaces cannot be joined from the service's user namespace, or None
+    from_host: str | None
+    #: why it cannot be entered through a user namespace of its own, or None
+    through_own: str | None
+    #: how many user namespaces below the service's its processes are (None: not known)
+    user_depth: int | None
+
+
+@cache
+def _probed(bwrap: str) -> _SandboxProbe:
+    """Start one sandbox and find in it all that the zygotes ask of it, once per process: whether it can
+    be joined either way, and how deep its user namespace is."""
     try:
         with _probe_sandbox(bwrap) as child:
-            mode = "user" if own_user_namespace else "host"
-            done = subprocess.run(
-                [sys.executable, "-I", "-S", "-c", _JOIN_PROBE, str(child), mode],
-                capture_output=True,
-                timeout=20,
-                env={},
-            )
+            try:
+                depth = user_namespace_depth(child)
+            except OSError:
+                depth = None
+            from_host = _join_problem(child, "host")
+            if depth == 0:  # it shares the service's user namespace: known without asking
+                through_own: str | None = _cannot_join(_NO_OWN_USER_NAMESPACE)
+            else:
+                through_own = _join_problem(child, "user")
     except _NoSandbox as exc:
-        return str(exc)
+        return _SandboxProbe(from_host=str(exc), through_own=str(exc), user_depth=None)
+    return _SandboxProbe(from_host=from_host, through_own=through_own, user_depth=depth)
+
+
+def _join_problem(child: int, mode: str) -> str | None:
+    """Run :data:`_JOIN_PROBE` on the probe sandbox's first process ``child`` in ``mode``."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _JOIN_PROBE, str(child), mode],
+        capture_output=True,
+        timeout=20,
+        env={},
+    )
     if done.returncode != 0:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        why = said[-1] if said else f"exit {done.returncode}"
-        return f"a sandbox's namespaces cannot be joined from outside it ({why})"
+        return _cannot_join(said[-1] if said else f"exit {done.returncode}")
     return None
+
+
+def _cannot_join(why: str) -> str:
+    return f"a sandbox's namespaces cannot be joined from outside it ({why})"
 
 
 class _NoSandbox(Exception):
@@ -324,7 +362,6 @@ def _probe_sandbox(bwrap: str) -> Iterator[int]:
 NS_GET_PARENT = 0xB702
 
 
-@cache
 def sandbox_user_depth(bwrap: str) -> int | None:
     """How many user namespaces below the service's a bubblewrap sandbox's processes are, each made by
     the service's user; None when the sandbox shares the service's (root's) or cannot be probed.
@@ -333,11 +370,7 @@ def sandbox_user_depth(bwrap: str) -> int | None:
     first are locked for the sandboxed process). The driver zygote serves a requester only at exactly
     that depth: a namespace step code makes inside its sandbox is deeper.
     """
-    try:
-        with _probe_sandbox(bwrap) as child:
-            return user_namespace_depth(child) or None
-    except (_NoSandbox, OSError):
-        return None
+    return _probed(bwrap).user_depth or None
 
 
 def user_namespace_depth(pid: int) -> int | None:
@@ -370,7 +403,7 @@ def sandbox_entry_problem(bwrap: str) -> str | None:
     if why is None:
         return None
     through = sandbox_join_problem(bwrap, own_user_namespace=True)
-    if through is None or "no user namespace of its own" not in through:
+    if through is None or _NO_OWN_USER_NAMESPACE not in through:
         return through
     return why
 
