@@ -174,7 +174,7 @@ def test_a_run_directory_links_its_folder_in_memory_and_both_go_together(tmp_pat
     pool_dir, memory_base = tmp_path / "disk", tmp_path / "memory"
     pool_dir.mkdir()
     memory_base.mkdir()
-    memory_dir = make_memory_pool_dir(pool_dir, base=memory_base)
+    memory_dir = make_memory_pool_dir(base=memory_base)
     assert memory_dir is not None and memory_dir.parent == memory_base
     assert memory_dir.name.startswith(f"{POOL_DIR_PREFIX}{os.getpid()}-")
     run_dir = make_run_dir(pool_dir, None, memory_dir)
@@ -213,7 +213,7 @@ def test_a_pool_in_memory_whose_process_died_is_removed_by_the_next_pool(tmp_pat
     assert not dead.exists() and alive.exists() and made.exists()
     shutil.rmtree(made)
     # no room for one: the pool keeps its workers' temporary folders on disk
-    assert make_memory_pool_dir(tmp_path, base=tmp_path / "missing") is None
+    assert make_memory_pool_dir(base=tmp_path / "missing") is None
 
 
 @pytest.mark.browser

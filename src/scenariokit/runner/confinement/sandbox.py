@@ -1081,9 +1081,9 @@ def memory_folder_base(
     return base
 
 
-def make_memory_pool_dir(pool_dir: Path, base: Path | None = None) -> Path | None:
-    """The folder in memory for the workers of a pool without a sandbox (``pool_dir`` is the pool's
-    folder on disk), or None where there is no room for one (:func:`memory_folder_base`).
+def make_memory_pool_dir(base: Path | None = None) -> Path | None:
+    """The folder in memory for the workers of a pool without a sandbox, or None where there is no
+    room for one (:func:`memory_folder_base`).
 
     ``base`` overrides where it goes (tests). Named like the pool's own folders, so a pool that starts
     here removes those of pools whose process died, as :func:`make_pool_dir` does on disk.

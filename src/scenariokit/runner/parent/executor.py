@@ -223,7 +223,7 @@ class WorkerPool:
             self._leave_out(fallback)
         self._pool_dir = await asyncio.to_thread(make_pool_dir)
         if kind == "none":  # Chromium's profile in memory, as a sandbox's own /tmp has it
-            self._memory_dir = await asyncio.to_thread(make_memory_pool_dir, self._pool_dir)
+            self._memory_dir = await asyncio.to_thread(make_memory_pool_dir)
         limits = self._sandbox.limits
         self.run_groups = await asyncio.to_thread(
             open_run_groups, limits.memory_mb, limits.processes, tag=self._pool_dir.name
