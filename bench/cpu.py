@@ -7,7 +7,20 @@ run starts (the bubblewrap launcher, the worker's Python, the Playwright driver,
 processes) from ``/proc`` every few milliseconds, adding the scheduler process's own CPU (pool, store
 writes). The window starts with warm workers and ends once the workers started for the next runs are
 warm again, so it holds exactly one worker start per run. The bare Playwright script is measured the
-same way (its driver and browser processes), so the two sit side by side.
+same way (its driver and browser processes), one browser at a time and with as many at once as
+scenariokit runs workers, so the two sit side by side: each configuration's ratio is to the script
+at its own concurrency (issue 31's item 2), then to the script one at a time. Runs side by side
+share the cores' caches and the machine's memory bandwidth (and, on a virtual machine, maybe one
+physical core), so a second of CPU does less at two at once than at one: only the same concurrency
+compares like with like.
+
+The CPU per run and its ratio are counted exactly where the machine allows: the bench runs in a
+control group of its own (cgroup v1's ``cpuacct``, :class:`_shared.CpuGroup`), which the kernel
+charges in nanoseconds for every process ever in it, exited ones included. The samples, read from
+``/proc`` in ticks of 10 ms with each process's last milliseconds lost, miss more of a run made of
+more short-lived processes (a sandboxed run is about seven; the bare script's, two): they give the
+parts, and the line under them says how much they miss. Where no group can be made the sampled sum
+stands in, and the report says so.
 
     python bench/cpu.py [--scenarios 30] [--workers 2] [--sandbox bubblewrap,off] [--driver-snapshot on,off]
         [--start zygote,exec] [--reused-tree PATH]
@@ -30,7 +43,7 @@ import time
 from pathlib import Path
 
 import attrs
-from _shared import STEPS, CpuSampler, bare_playwright, serve_page, tree_environment, until_warm
+from _shared import STEPS, CpuGroup, CpuSampler, bare_playwright, serve_page, tree_environment, until_warm
 
 import scenariokit
 from scenariokit.domain.model import RunStatus
@@ -41,8 +54,11 @@ from scenariokit.storage.ports import StoreActivity
 
 _zygote_supported = executor.zygote_supported
 
-#: CPU seconds per run of the bare script, measured first: the others are printed as ratios to it
-_bare: list[float] = []
+#: CPU seconds per run of the bare script by how many browsers it ran at once, measured first: the
+#: others are printed as ratios to it, at their own concurrency and one at a time
+_bare: dict[int, float] = {}
+#: every process this bench starts is born in it, where the machine allows one (set by main)
+GROUP = CpuGroup()
 
 
 @attrs.frozen
@@ -65,15 +81,29 @@ def report(
     sampler: CpuSampler,
     parent_label: str,
     work: SchedulerWork | None = None,
-) -> None:
-    """One configuration's runs/min, CPU per run (and its ratio to the bare script's), by component."""
+    at_once: int = 1,
+) -> float:
+    """One configuration's runs/min, CPU per run (and its ratios to the bare script's), by component;
+    returns the CPU per run. ``at_once``: how many runs it ran at a time (its workers).
+
+    The CPU per run is counted exactly where the bench has its control group (:data:`GROUP`): every
+    process of the window, exited ones included, in nanoseconds. The parts are the sampler's (ticks of
+    10 ms, a process's last milliseconds lost); the line under them says what they miss. Without the
+    group the sampled sum stands in, as it did before the group.
+    """
     parts = sampler.by_component()
     parts[parent_label] = sampler.parent - (work.bench if work else 0.0)
-    per_run = sum(parts.values()) / count
-    ratio = f", {per_run / _bare[0]:.2f}x the bare script's" if _bare else ""
-    _bare.append(per_run)
+    sampled = sum(parts.values()) / count
+    exact = None if sampler.exact is None else (sampler.exact - (work.bench if work else 0.0)) / count
+    per_run = sampled if exact is None else exact
+    how = "sampled" if exact is None else "counted exactly"
+    ratio = ""
+    if at_once in _bare:
+        ratio = f", {per_run / _bare[at_once]:.2f}x the bare script's {at_once} at once"
+    if at_once != 1 and 1 in _bare:
+        ratio += f", {per_run / _bare[1]:.2f}x its one at a time"
     print(f"{label}: {count} runs in {seconds:.1f} s ({count / seconds * 60:.0f}/min), "
-          f"{per_run * 1000:.0f} ms CPU per run{ratio}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
+          f"{per_run * 1000:.0f} ms CPU per run ({how}){ratio}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
     for component, cpu in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"    {component:34s} {cpu / count * 1000:7.0f} ms")
         if work is not None and component == parent_label:
@@ -91,9 +121,16 @@ def report(
                       f"({done.commits / count:.2f} committed), {done.reads / count:.2f} reads")  # fmt: skip
             print(f"      (left out: the bench's own calls, queueing runs and polling, "
                   f"{work.bench / count * 1000:.1f} ms per run)")  # fmt: skip
-    unseen = sampler.machine - sum(parts.values())
-    print(f"    {'not seen in any sampled process':34s} {unseen / count * 1000:7.0f} ms"
-          f"  (the machine's busy time less the above: the kernel's own work, other programs)")  # fmt: skip
+    if exact is None:
+        print(f"    (sampled: every process counted exactly is left out, {GROUP.reason})")
+    else:
+        missed = (exact - sampled) * 1000
+        why = "/proc's ticks of 10 ms cut off, what processes spent after their last sample"
+        print(f"    {'missed by the samples':34s} {missed:7.0f} ms  ({why})")
+    outside = sampler.machine - (work.bench if work else 0.0) - per_run * count
+    why = "the machine's busy time less the above: the kernel's own threads, other programs"
+    print(f"    {'outside the bench':34s} {outside / count * 1000:7.0f} ms  ({why})")
+    return per_run
 
 
 async def scenariokit_cpu(
@@ -110,7 +147,7 @@ async def scenariokit_cpu(
                 for i in range(count)
             ]
             store = kit.services.store
-            with CpuSampler() as sampler:
+            with CpuSampler(group=GROUP) as sampler:
                 scheduler = await kit.start_runner()
                 await scheduler.pool.node_cache_made()  # made in the background: not in the window
                 await until_warm(scheduler.pool)
@@ -149,7 +186,7 @@ async def scenariokit_cpu(
             )
             counted = own if hasattr(store, "activity") else None
             work = SchedulerWork(loop=loop, bench=bench, activity=counted)
-            report(label, count, took, sampler, "scheduler process (pool, store)", work)
+            report(label, count, took, sampler, "scheduler process (pool, store)", work, workers)
 
 
 async def reused_cpu(tree: Path, url: str, count: int, workers: int) -> None:
@@ -161,7 +198,7 @@ async def reused_cpu(tree: Path, url: str, count: int, workers: int) -> None:
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert child.stdin is not None and child.stdout is not None
-    with CpuSampler() as sampler:
+    with CpuSampler(group=GROUP) as sampler:
         sampler.labels[child.pid] = "scheduler process (pool, store)"
         if (await child.stdout.readline()).strip() != b"ready":
             raise SystemExit(f"the runs through {tree} did not start")
@@ -176,15 +213,18 @@ async def reused_cpu(tree: Path, url: str, count: int, workers: int) -> None:
     await child.wait()
     if child.returncode != 0 or done[:1] != [b"done"]:
         raise SystemExit(f"the runs through {tree} failed (exit {child.returncode})")
-    report(f"reused workers ({tree}), {workers} worker(s)", count, float(done[1]), sampler, "this process")
+    label = f"reused workers ({tree}), {workers} worker(s)"
+    report(label, count, float(done[1]), sampler, "this process", at_once=workers)
 
 
-async def bare_cpu(url: str, count: int) -> None:
-    with CpuSampler() as sampler:
+async def bare_cpu(url: str, count: int, at_once: int) -> None:
+    """The bare script's CPU per run with ``at_once`` browsers at a time, kept in :data:`_bare`."""
+    with CpuSampler(group=GROUP) as sampler:
         began = time.perf_counter()
-        await bare_playwright(url, count)
+        await bare_playwright(url, count, at_once=at_once)
         took = time.perf_counter() - began
-    report("bare Playwright script", count, took, sampler, "script's Python")
+    label = "bare Playwright script, " + ("one browser at a time" if at_once == 1 else f"{at_once} at once")
+    _bare[at_once] = report(label, count, took, sampler, "script's Python", at_once=at_once)
 
 
 async def main() -> None:
@@ -198,10 +238,17 @@ async def main() -> None:
     parser.add_argument("--start", default="zygote", help="how workers come to exist: zygote, exec, or both")
     parser.add_argument("--reused-tree", type=Path, help="a checkout of the release with reused workers")
     args = parser.parse_args()
+    with GROUP:
+        await measure(args)
+
+
+async def measure(args: argparse.Namespace) -> None:
+    """The bare script, then each configuration asked for, in this process's control group."""
     runner, url = await serve_page()
     try:
         await bare_playwright(url, 2)
-        await bare_cpu(url, args.scenarios)
+        for at_once in sorted({1, args.workers}):
+            await bare_cpu(url, args.scenarios, at_once)
         if args.reused_tree:
             await reused_cpu(args.reused_tree, url, args.scenarios, args.workers)
         for sandbox in args.sandbox.split(","):

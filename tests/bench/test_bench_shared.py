@@ -77,3 +77,46 @@ async def test_the_scale_bench_waits_until_the_worker_processes_are_quiet() -> N
     finally:
         child.kill()
         await child.wait()
+
+
+_BURN_IN_SHORT_PROCESSES = """
+import os, resource, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import _shared
+
+with _shared.CpuGroup() as group:
+    if not group.available:
+        print("unavailable", group.reason)
+        raise SystemExit(0)
+    began = group.seconds()
+    for _ in range(20):  # each a few milliseconds: /proc's ticks of 10 ms cut most of it off
+        subprocess.run([sys.executable, "-S", "-c", "sum(range(300_000))"], check=True)
+    spent = group.seconds() - began
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print("counted", spent, children.ru_utime + children.ru_stime, group._path)
+"""
+
+
+def test_a_cpu_group_counts_the_cpu_of_processes_that_have_exited(tmp_path: Path) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _BURN_IN_SHORT_PROCESSES, str(BENCH)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    kind, *rest = done.stdout.split(maxsplit=1)
+    if kind == "unavailable":
+        pytest.skip(f"no cgroup v1 cpuacct group can be made here: {rest[0].strip()}")
+    spent, children, path = rest[0].split()
+    # every child ended before the group was read: the group holds their CPU, within the parent's own
+    assert float(spent) >= 0.9 * float(children) > 0
+    assert not Path(path).exists()  # removed once the bench left it
+
+
+def test_without_a_cpuacct_hierarchy_the_exact_count_is_left_out_saying_why(tmp_path: Path) -> None:
+    with _shared.CpuGroup(root=tmp_path / "absent") as group:
+        assert not group.available
+        assert group.seconds() is None
+        assert "no cpuacct group" in group.reason
