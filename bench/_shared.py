@@ -28,7 +28,7 @@ from playwright.async_api import async_playwright, expect
 
 from scenariokit.domain.model import RunTimings
 from scenariokit.formats.convert import make_converter
-from scenariokit.runner.confinement.cgroups import CGROUP_ROOT, PREFIX
+from scenariokit.runner.confinement.cgroups import CGROUP_ROOT, PREFIX, _own_groups
 from scenariokit.runner.confinement.processes import process_table, process_tree
 from scenariokit.runner.worker.browser import BrowserConfig, discover_browser
 
@@ -164,6 +164,7 @@ class CpuGroup:
 
     def __init__(self, root: Path = CGROUP_ROOT / "cpuacct") -> None:
         self._root = root
+        self._home: Path | None = None
         self._path: Path | None = None
         self.reason = ""
 
@@ -172,7 +173,14 @@ class CpuGroup:
         return self._path is not None
 
     def __enter__(self) -> CpuGroup:
-        path = self._root / f"bench-cpu-{os.getpid()}"
+        # made inside this process's own group (a delegated one, or a systemd slice's), and left for it
+        own = next((path for names, path in _own_groups(Path("/proc/self/cgroup").read_text()).items()
+                    if "cpuacct" in names.split(",")), "/")  # fmt: skip
+        home = self._root / own.lstrip("/")
+        for left in home.glob("bench-cpu-*"):  # an earlier bench's, once its last process ended
+            with contextlib.suppress(OSError):
+                left.rmdir()
+        path = home / f"bench-cpu-{os.getpid()}"
         try:
             path.mkdir()
             (path / "cgroup.procs").write_text(str(os.getpid()))
@@ -181,15 +189,15 @@ class CpuGroup:
             with contextlib.suppress(OSError):
                 path.rmdir()
             return self
-        self._path = path
+        self._home, self._path = home, path
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._path is None:
+        if self._path is None or self._home is None:
             return
         with contextlib.suppress(OSError):
-            (self._root / "cgroup.procs").write_text(str(os.getpid()))
-        # a descendant still alive keeps the group: removed once it is empty, by the next bench at worst
+            (self._home / "cgroup.procs").write_text(str(os.getpid()))
+        # a descendant still alive keeps the group (the kernel refuses to remove it): the next bench does
         with contextlib.suppress(OSError):
             self._path.rmdir()
         self._path = None

@@ -23,7 +23,11 @@ parts, and the line under them says how much they miss. Where no group can be ma
 stands in, and the report says so.
 
     python bench/cpu.py [--scenarios 30] [--workers 2] [--sandbox bubblewrap,off] [--driver-snapshot on,off]
-        [--start zygote,exec] [--reused-tree PATH]
+        [--start zygote,exec] [--reused-tree PATH] [--rounds 1]
+
+``--rounds N`` runs it all N times in turn, each configuration against the bare script of its own
+round, and ends with each one's median ratio against the target (at most the bare script's CPU per
+run at the same concurrency): the machine's speed drifts by a sixth between runs minutes apart.
 
 ``--start exec`` starts every worker by exec, as a pool without a zygote does (docs/architecture.md).
 ``--reused-tree PATH`` (a checkout of the release before one-run workers, as for ``bench/runs.py``) runs
@@ -37,6 +41,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -135,7 +140,8 @@ def report(
 
 async def scenariokit_cpu(
     url: str, count: int, workers: int, sandbox: str, snapshot: str = "on", start: str = "zygote"
-) -> None:
+) -> tuple[str, float]:
+    """One configuration's runs through the library, reported; its label and CPU seconds per run."""
     os.environ[SANDBOX_ENV] = sandbox
     os.environ[DRIVER_SNAPSHOT_ENV] = "true" if snapshot == "on" else "false"
     executor.zygote_supported = _zygote_supported if start == "zygote" else lambda kind: False
@@ -186,10 +192,11 @@ async def scenariokit_cpu(
             )
             counted = own if hasattr(store, "activity") else None
             work = SchedulerWork(loop=loop, bench=bench, activity=counted)
-            report(label, count, took, sampler, "scheduler process (pool, store)", work, workers)
+            per_run = report(label, count, took, sampler, "scheduler process (pool, store)", work, workers)
+    return label, per_run
 
 
-async def reused_cpu(tree: Path, url: str, count: int, workers: int) -> None:
+async def reused_cpu(tree: Path, url: str, count: int, workers: int) -> tuple[str, float]:
     """The reused-worker release of ``tree``, in a child process: its CPU from its workers being up."""
     child = await asyncio.create_subprocess_exec(
         sys.executable, str(Path(__file__).parent / "_tree_runs.py"), url, str(count), str(workers),
@@ -214,7 +221,7 @@ async def reused_cpu(tree: Path, url: str, count: int, workers: int) -> None:
     if child.returncode != 0 or done[:1] != [b"done"]:
         raise SystemExit(f"the runs through {tree} failed (exit {child.returncode})")
     label = f"reused workers ({tree}), {workers} worker(s)"
-    report(label, count, float(done[1]), sampler, "this process", at_once=workers)
+    return label, report(label, count, float(done[1]), sampler, "this process", at_once=workers)
 
 
 async def bare_cpu(url: str, count: int, at_once: int) -> None:
@@ -237,26 +244,51 @@ async def main() -> None:
     )
     parser.add_argument("--start", default="zygote", help="how workers come to exist: zygote, exec, or both")
     parser.add_argument("--reused-tree", type=Path, help="a checkout of the release with reused workers")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="rounds of it all, in turn: the machine drifts between them"
+    )
     args = parser.parse_args()
     with GROUP:
         await measure(args)
 
 
 async def measure(args: argparse.Namespace) -> None:
-    """The bare script, then each configuration asked for, in this process's control group."""
+    """In each round the bare script, then each configuration asked for; then each configuration's
+    median ratio over the rounds against issue 31's item 2 (at most the bare script's CPU per run at
+    the same concurrency). Everything runs in this process's control group."""
     runner, url = await serve_page()
+    ratios: dict[str, list[float]] = {}
     try:
         await bare_playwright(url, 2)
-        for at_once in sorted({1, args.workers}):
-            await bare_cpu(url, args.scenarios, at_once)
-        if args.reused_tree:
-            await reused_cpu(args.reused_tree, url, args.scenarios, args.workers)
-        for sandbox in args.sandbox.split(","):
-            for snapshot in args.driver_snapshot.split(","):
-                for start in args.start.split(","):
-                    await scenariokit_cpu(url, args.scenarios, args.workers, sandbox, snapshot, start)
+        for round_ in range(1, args.rounds + 1):
+            if args.rounds > 1:
+                print(f"-- round {round_} of {args.rounds}")
+            _bare.clear()
+            for at_once in sorted({1, args.workers}):
+                await bare_cpu(url, args.scenarios, at_once)
+            measured = []
+            if args.reused_tree:
+                measured.append(await reused_cpu(args.reused_tree, url, args.scenarios, args.workers))
+            for sandbox in args.sandbox.split(","):
+                for snapshot in args.driver_snapshot.split(","):
+                    for start in args.start.split(","):
+                        config = (url, args.scenarios, args.workers, sandbox, snapshot, start)
+                        measured.append(await scenariokit_cpu(*config))
+            for label, per_run in measured:
+                ratios.setdefault(label, []).append(per_run / _bare[args.workers])
     finally:
         await runner.cleanup()
+    print(f"CPU per run against the bare script's {args.workers} at once, over {args.rounds} round(s):")
+    for label, each in ratios.items():
+        print(f"  {label}: {ceiling_line(each)}")
+
+
+def ceiling_line(ratios: list[float], at_most: float = 1.0) -> str:
+    """``median 0.98x (0.95x-1.02x); target <= 1.00x: met`` for the ratios of the rounds."""
+    median = statistics.median(ratios)
+    spread = f" ({min(ratios):.2f}x-{max(ratios):.2f}x)" if len(ratios) > 1 else ""
+    verdict = "met" if median <= at_most else "NOT met"
+    return f"median {median:.2f}x{spread}; target <= {at_most:.2f}x: {verdict}"
 
 
 if __name__ == "__main__":
