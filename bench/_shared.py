@@ -214,8 +214,10 @@ class CpuSampler:
     last value.
 
     A process is followed from the first time it is seen below this one, also after it is reparented
-    (a browser whose driver was killed), until it is gone; what it spent before :meth:`baseline` is
-    left out. The last few milliseconds of a process that exits between two samples are lost.
+    (a browser whose driver was killed), until it is gone; what it spent before the sampler started,
+    or before :meth:`baseline`, is left out. The last few milliseconds of a process that exits between
+    two samples are lost, and ``/proc`` gives each process's time in ticks of 10 ms: a :class:`CpuGroup`
+    counts it all exactly.
     """
 
     def __init__(self, every: float = 0.005, root: int | None = None, group: CpuGroup | None = None) -> None:
@@ -240,6 +242,15 @@ class CpuSampler:
         self._sampling = 0.0
 
     def __enter__(self) -> CpuSampler:
+        # processes already below the root (a driver zygote an earlier pool of this process left
+        # running, as it does) count from now on only, as after baseline()
+        table = {stat.pid: stat for stat in proc_stats()}
+        alive = {self._root}
+        while grown := {pid for pid, stat in table.items() if stat.ppid in alive} - alive:
+            alive |= grown
+        alive.discard(self._root)
+        self._followed = set(alive)
+        self._before = {pid: table[pid].seconds for pid in alive}
         self._own = os.times()
         self._machine = _machine_seconds()[0]
         self._group_began = self._group.seconds() if self._group else None

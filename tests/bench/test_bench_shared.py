@@ -120,3 +120,22 @@ def test_without_a_cpuacct_hierarchy_the_exact_count_is_left_out_saying_why(tmp_
         assert not group.available
         assert group.seconds() is None
         assert "no cpuacct group" in group.reason
+
+
+def test_a_process_alive_before_the_sampler_counts_only_what_it_spends_after(tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    # like the driver zygote an earlier pool of the bench's process leaves running: busy, then idle
+    busy_then_idle = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\n"
+    child = subprocess.Popen([sys.executable, "-c", busy_then_idle + "print(flush=True)\ntime.sleep(30)"],
+                             stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"\n"
+        with _shared.CpuSampler() as sampler:
+            time.sleep(0.2)
+        assert _shared.process_seconds(child.pid) >= 0.4
+        assert sum(sampler.by_component().values()) < 0.1
+    finally:
+        child.kill()
+        child.wait()
