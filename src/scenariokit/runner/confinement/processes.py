@@ -93,17 +93,24 @@ def process_table() -> dict[int, ProcessInfo]:
 
 
 def _proc_table() -> dict[int, ProcessInfo]:
+    # Read with os calls, not pathlib: a worker's stop without a sandbox reads the table twice, and a
+    # Path and a text file per process cost three times as much (about 55 µs a process on 2 cores).
     table = {}
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit():
+    folder = str(PROC)
+    for name in os.listdir(folder):
+        if not name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
+            fd = os.open(f"{folder}/{name}/stat", os.O_RDONLY)
+            try:
+                stat = os.read(fd, 4096)
+            finally:
+                os.close(fd)
         except OSError:  # the process ended while we looked
             continue
         # the command name may hold spaces and parentheses: the fields we need follow the last ")"
-        state, ppid, pgid = stat[stat.rindex(")") + 2 :].split()[:3]
-        table[int(entry.name)] = ProcessInfo(int(ppid), int(pgid), state == "Z")
+        state, ppid, pgid = stat[stat.rindex(b")") + 2 :].split(None, 3)[:3]
+        table[int(name)] = ProcessInfo(int(ppid), int(pgid), state == b"Z")
     return table
 
 
