@@ -271,7 +271,10 @@ class CpuSampler:
     def baseline(self) -> None:
         """Count only what is spent from now on."""
         with self._lock:
-            self._before = {pid: cpu for pid, (_, cpu) in self._seen.items()}
+            # what each followed process had spent by now, from its birth: what it was seen to spend
+            # since the sampler started, and what it had spent before that
+            seen = {pid: cpu + self._before.get(pid, 0.0) for pid, (_, cpu) in self._seen.items()}
+            self._before = {**self._before, **seen}
             self._seen.clear()
             self._own = os.times()
             self._machine = _machine_seconds()[0]

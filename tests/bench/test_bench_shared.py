@@ -139,3 +139,32 @@ def test_a_process_alive_before_the_sampler_counts_only_what_it_spends_after(tmp
     finally:
         child.kill()
         child.wait()
+
+
+def test_after_a_baseline_a_process_older_than_the_sampler_counts_from_the_baseline() -> None:
+    import subprocess
+    import time
+
+    busy = "import time\nend = time.process_time() + {}\nwhile time.process_time() < end: pass\n"
+    # busy before the sampler, then busy again between its start and the baseline, then idle
+    script = (
+        busy.format(0.4)
+        + "print(flush=True)\ninput()\n"
+        + busy.format(0.3)
+        + "print(flush=True)\ntime.sleep(30)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        assert child.stdout.readline() == b"\n"
+        with _shared.CpuSampler() as sampler:
+            child.stdin.write(b"\n")
+            child.stdin.flush()
+            assert child.stdout.readline() == b"\n"
+            time.sleep(0.1)  # sampled after its second burst
+            sampler.baseline()
+            time.sleep(0.2)
+        assert sum(sampler.by_component().values()) < 0.1
+    finally:
+        child.kill()
+        child.wait()
