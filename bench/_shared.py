@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -245,10 +245,7 @@ class CpuSampler:
         # processes already below the root (a driver zygote an earlier pool of this process left
         # running, as it does) count from now on only, as after baseline()
         table = {stat.pid: stat for stat in proc_stats()}
-        alive = {self._root}
-        while grown := {pid for pid, stat in table.items() if stat.ppid in alive} - alive:
-            alive |= grown
-        alive.discard(self._root)
+        alive = processes_below({pid: stat.ppid for pid, stat in table.items()}, [self._root]) - {self._root}
         self._followed = set(alive)
         self._before = {pid: table[pid].seconds for pid in alive}
         self._own = os.times()
@@ -352,14 +349,20 @@ def process_seconds(pid: int) -> float:
     return _proc_stat(pid).seconds
 
 
-def tree_seconds(roots: Iterable[int]) -> float:
-    """CPU seconds the live processes below ``roots`` (and the roots) have spent, each read from /proc."""
-    table = process_table()
+def processes_below(parents: Mapping[int, int], roots: Iterable[int]) -> set[int]:
+    """``roots`` and every process below them, from each process's parent (``parents``: pid to ppid),
+    so a child that leads a process group of its own counts too."""
     found = set(roots)
     frontier = set(found)
-    while frontier:  # by parent, so a child that leads a process group of its own counts too
-        frontier = {pid for pid, info in table.items() if info.ppid in frontier} - found
+    while frontier:
+        frontier = {pid for pid, ppid in parents.items() if ppid in frontier} - found
         found |= frontier
+    return found
+
+
+def tree_seconds(roots: Iterable[int]) -> float:
+    """CPU seconds the live processes below ``roots`` (and the roots) have spent, each read from /proc."""
+    found = processes_below({pid: info.ppid for pid, info in process_table().items()}, roots)
     total = 0.0
     for pid in found:
         with contextlib.suppress(OSError, ValueError, IndexError):

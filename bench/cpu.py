@@ -96,10 +96,11 @@ def report(
     10 ms, a process's last milliseconds lost); the line under them says what they miss. Without the
     group the sampled sum stands in, as it did before the group.
     """
+    bench = work.bench if work else 0.0  # the bench's own calls: no part of any count
     parts = sampler.by_component()
-    parts[parent_label] = sampler.parent - (work.bench if work else 0.0)
+    parts[parent_label] = sampler.parent - bench
     sampled = sum(parts.values()) / count
-    exact = None if sampler.exact is None else (sampler.exact - (work.bench if work else 0.0)) / count
+    exact = None if sampler.exact is None else (sampler.exact - bench) / count
     per_run = sampled if exact is None else exact
     how = "sampled" if exact is None else "counted exactly"
     ratio = ""
@@ -132,7 +133,7 @@ def report(
         missed = (exact - sampled) * 1000
         why = "/proc's ticks of 10 ms cut off, what processes spent after their last sample"
         print(f"    {'missed by the samples':34s} {missed:7.0f} ms  ({why})")
-    outside = sampler.machine - (work.bench if work else 0.0) - per_run * count
+    outside = sampler.machine - bench - per_run * count
     why = "the machine's busy time less the above: the kernel's own threads, other programs"
     print(f"    {'outside the bench':34s} {outside / count * 1000:7.0f} ms  ({why})")
     return per_run
