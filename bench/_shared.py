@@ -28,7 +28,7 @@ from playwright.async_api import async_playwright, expect
 
 from scenariokit.domain.model import RunTimings
 from scenariokit.formats.convert import make_converter
-from scenariokit.runner.confinement.cgroups import CGROUP_ROOT, PREFIX, _own_groups
+from scenariokit.runner.confinement.cgroups import CGROUP_ROOT, PREFIX, own_groups
 from scenariokit.runner.confinement.processes import process_table, process_tree
 from scenariokit.runner.worker.browser import BrowserConfig, discover_browser
 
@@ -174,7 +174,7 @@ class CpuGroup:
 
     def __enter__(self) -> CpuGroup:
         # made inside this process's own group (a delegated one, or a systemd slice's), and left for it
-        own = next((path for names, path in _own_groups(Path("/proc/self/cgroup").read_text()).items()
+        own = next((path for names, path in own_groups(Path("/proc/self/cgroup").read_text()).items()
                     if "cpuacct" in names.split(",")), "/")  # fmt: skip
         home = self._root / own.lstrip("/")
         for left in home.glob("bench-cpu-*"):  # an earlier bench's, once its last process ended

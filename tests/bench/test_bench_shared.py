@@ -115,6 +115,55 @@ def test_a_cpu_group_counts_the_cpu_of_processes_that_have_exited(tmp_path: Path
     assert not Path(path).exists()  # removed once the bench left it
 
 
+_LEFT_BY_AN_EARLIER_BENCH = """
+import os, signal, subprocess, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import _shared
+from scenariokit.runner.confinement.cgroups import own_groups
+
+own = next((path for names, path in own_groups(Path("/proc/self/cgroup").read_text()).items()
+            if "cpuacct" in names.split(",")), None)
+home = _shared.CGROUP_ROOT / "cpuacct" / (own or "/").lstrip("/")
+empty, busy = home / f"bench-cpu-ended-{os.getpid()}", home / f"bench-cpu-alive-{os.getpid()}"
+try:
+    empty.mkdir()
+    busy.mkdir()
+except OSError as error:
+    print("unavailable", error.strerror or error)
+    raise SystemExit(0)
+child = subprocess.Popen(["sleep", "60"])  # an earlier bench's browser, still running
+try:
+    (busy / "cgroup.procs").write_text(str(child.pid))
+    with _shared.CpuGroup() as group:
+        print("after", empty.exists(), busy.exists(), group.available)
+finally:
+    (home / "cgroup.procs").write_text(str(child.pid))
+    child.kill()
+    child.wait()
+    for path in (empty, busy):
+        if path.exists():
+            path.rmdir()
+"""
+
+
+def test_a_cpu_group_removes_an_earlier_benchs_group_once_nothing_is_left_in_it() -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _LEFT_BY_AN_EARLIER_BENCH, str(BENCH)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    kind, *rest = done.stdout.split(maxsplit=1)
+    if kind == "unavailable":
+        pytest.skip(f"no cgroup v1 cpuacct group can be made here: {rest[0].strip()}")
+    # the group whose processes all ended is removed; one whose process lives on is kept (the kernel
+    # refuses), so a bench running beside this one keeps its count
+    assert rest[0].split() == ["False", "True", "True"]
+
+
 def test_without_a_cpuacct_hierarchy_the_exact_count_is_left_out_saying_why(tmp_path: Path) -> None:
     with _shared.CpuGroup(root=tmp_path / "absent") as group:
         assert not group.available

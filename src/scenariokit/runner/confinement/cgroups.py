@@ -245,7 +245,7 @@ def _set_limits(place: _Place, limits: GroupLimits) -> None:
         (place.path / "pids.max").write_text(tasks)
 
 
-def _own_groups(proc_cgroup: str) -> dict[str, str]:
+def own_groups(proc_cgroup: str) -> dict[str, str]:
     """``/proc/self/cgroup`` as {controller list, "" for v2: the group's path}."""
     groups: dict[str, str] = {}
     for line in proc_cgroup.splitlines():
@@ -355,7 +355,7 @@ def open_run_groups(
     limits = GroupLimits(memory_bytes=memory_mb * 1024 * 1024, tasks=processes + BROWSER_TASKS)
     name = f"{PREFIX}{_pid_namespace()}-{os.getpid()}" + (f"-{tag}" if tag else "")
     places: list[_Place] = []
-    for candidate in _candidates(root, _own_groups(text)):
+    for candidate in _candidates(root, own_groups(text)):
         _remove_dead(candidate, limits)
         wanted = tuple(c for c in candidate.controllers if not any(c in p.controllers for p in places))
         if not wanted:
