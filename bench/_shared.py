@@ -407,20 +407,25 @@ class CpuSplit:
     """Where the cores went over a stretch of time: the server, the runs' processes, this client, others.
 
     The server's own CPU is its API and its scheduler; a run's processes (bubblewrap, the worker, the
-    Playwright driver, the browser) are the server's descendants, sampled from ``/proc`` every 5 ms by
-    a :class:`CpuSampler` (the last milliseconds of each are lost: a lower bound). The client is this
-    process less the sampler's own thread.
+    Playwright driver, the browser) are the server's descendants. With a :class:`CpuGroup` that holds
+    this process, and so the server it started and every run's process, they are counted exactly: the
+    group's CPU less the server's and this client's. Without one they are sampled from ``/proc`` every
+    5 ms by a :class:`CpuSampler` (the last milliseconds of each are lost: a lower bound), and
+    :meth:`describe` says so. The client is this process less the sampler's own thread.
     """
 
     server_pid: int
+    group: CpuGroup | None = None
     began: float = 0.0
     marks: tuple[float, ...] = ()
     seconds: dict[str, float] = attrs.field(factory=dict)
     sampler: CpuSampler | None = None
+    #: whether ``seconds["runs"]`` is the group's exact count rather than the samples' sum
+    exact: bool = False
 
     def start(self) -> None:
         """Begin the stretch."""
-        self.sampler = CpuSampler(root=self.server_pid).__enter__()
+        self.sampler = CpuSampler(root=self.server_pid, group=self.group).__enter__()
         self.began = time.monotonic()
         self.marks = self._now()
 
@@ -431,6 +436,9 @@ class CpuSplit:
         self.sampler.__exit__()
         runs = sum(self.sampler.by_component().values())
         client -= self.sampler.sampling
+        self.exact = self.sampler.exact is not None
+        if self.sampler.exact is not None:  # the group less the two processes it holds besides the runs'
+            runs = max(0.0, self.sampler.exact - server - client)
         self.seconds = {
             "wall": time.monotonic() - self.began,
             "server": server,
@@ -447,11 +455,13 @@ class CpuSplit:
         return server, usage.user + usage.system, busy, total
 
     def describe(self) -> str:
-        """``server 0.95, runs 0.80, client 0.20, others 0.05, idle 0.00 cores; load 3.1``."""
+        """``server 0.95, runs 0.80, client 0.20, others 0.05, idle 0.00 cores; load 3.1`` (and how the
+        runs were counted)."""
         wall = self.seconds.get("wall") or 1.0
         names = ("server", "runs", "client", "others", "idle")
         parts = ", ".join(f"{name} {self.seconds[name] / wall:.2f}" for name in names)
-        return f"{parts} cores; load average {os.getloadavg()[0]:.1f}"
+        counted = "runs counted exactly" if self.exact else "runs sampled: a lower bound"
+        return f"{parts} cores; load average {os.getloadavg()[0]:.1f}; {counted}"
 
 
 # --- memory ---------------------------------------------------------------------------------------

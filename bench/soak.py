@@ -33,6 +33,7 @@ import aiohttp
 from _shared import (
     DASHBOARD_POLL_SECONDS,
     STEPS,
+    CpuGroup,
     CpuSplit,
     create,
     queue_run,
@@ -121,14 +122,15 @@ async def main() -> None:
             env: dict[str, str] = {}
             if database_url:
                 env = {"SCENARIOKIT_DATABASE_URL": database_url, "SCENARIOKIT_SECRET_KEY": BENCH_KEY}
-            with tempfile.TemporaryDirectory() as tmp:
+            # the server and every run's process inherit the group: their CPU is counted exactly
+            with tempfile.TemporaryDirectory() as tmp, CpuGroup() as group:
                 async with scenariokit_serve(Path(tmp), env_extra=env) as served:
-                    await report(served.url, served.process.pid, page_url, args)
+                    await report(served.url, served.process.pid, page_url, args, group)
     finally:
         await runner.cleanup()
 
 
-async def report(url: str, pid: int, page_url: str, args: argparse.Namespace) -> None:
+async def report(url: str, pid: int, page_url: str, args: argparse.Namespace, group: CpuGroup) -> None:
     async with aiohttp.ClientSession(url) as http:
         env = await create(http, f"{API}/environments", {"name": "soak", "data": {"url": page_url}})
         steps = [{"execCode": code} for code in STEPS]
@@ -136,7 +138,7 @@ async def report(url: str, pid: int, page_url: str, args: argparse.Namespace) ->
         body = {"scenarioId": scenario["id"], "environmentId": env["id"]}
         await seed(url, 200)
         await runs_per_minute(http, body, 4)  # warm up
-        split_alone, split_loaded = CpuSplit(pid), CpuSplit(pid)
+        split_alone, split_loaded = CpuSplit(pid, group), CpuSplit(pid, group)
         split_alone.start()
         alone = await runs_per_minute(http, body, args.runs)
         split_alone.stop()

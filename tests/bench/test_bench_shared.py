@@ -164,6 +164,58 @@ def test_a_cpu_group_removes_an_earlier_benchs_group_once_nothing_is_left_in_it(
     assert rest[0].split() == ["False", "True", "True"]
 
 
+_SERVER_WITH_SHORT_RUNS = """
+import resource, subprocess, sys
+sys.stdin.readline()
+for _ in range(10):  # a run's processes: each ends within a few ticks of /proc's 10 ms
+    subprocess.run([sys.executable, "-S", "-c", "sum(range(300_000))"], check=True)
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(children.ru_utime + children.ru_stime, flush=True)
+sys.stdin.readline()
+"""
+
+_SPLIT_A_SERVERS_CPU = """
+import subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import _shared
+
+with _shared.CpuGroup() as group:
+    if not group.available:
+        print("unavailable", group.reason)
+        raise SystemExit(0)
+    server = subprocess.Popen([sys.executable, "-c", sys.argv[2]], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    split = _shared.CpuSplit(server.pid, group)
+    split.start()
+    server.stdin.write("go\\n")
+    server.stdin.flush()
+    children = float(server.stdout.readline())
+    split.stop()
+    server.stdin.write("end\\n")
+    server.stdin.flush()
+    server.wait()
+    print("split", split.seconds["runs"], children, split.describe())
+"""
+
+
+def test_a_servers_runs_are_counted_exactly_in_a_cpu_group() -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _SPLIT_A_SERVERS_CPU, str(BENCH), _SERVER_WITH_SHORT_RUNS],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    kind, *rest = done.stdout.split(maxsplit=1)
+    if kind == "unavailable":
+        pytest.skip(f"no cgroup v1 cpuacct group can be made here: {rest[0].strip()}")
+    runs, children, described = rest[0].split(maxsplit=2)
+    # the server's children all ended between two reads of /proc: the group holds their CPU
+    assert float(runs) >= 0.9 * float(children) > 0
+    assert described.strip().endswith("runs counted exactly")
+
+
 def test_without_a_cpuacct_hierarchy_the_exact_count_is_left_out_saying_why(tmp_path: Path) -> None:
     with _shared.CpuGroup(root=tmp_path / "absent") as group:
         assert not group.available
