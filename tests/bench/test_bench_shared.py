@@ -79,7 +79,8 @@ async def test_the_scale_bench_waits_until_the_worker_processes_are_quiet() -> N
         await child.wait()
 
 
-_BURN_IN_SHORT_PROCESSES = """
+#: the start of a script that runs in a CPU group of its own (bench/ on its path), or says it cannot
+_IN_A_GROUP = """
 import os, resource, subprocess, sys
 sys.path.insert(0, sys.argv[1])
 import _shared
@@ -88,35 +89,43 @@ with _shared.CpuGroup() as group:
     if not group.available:
         print("unavailable", group.reason)
         raise SystemExit(0)
-    began = group.seconds()
+"""
+
+_BURN_IN_SHORT_PROCESSES = (
+    _IN_A_GROUP
+    + """    began = group.seconds()
     for _ in range(20):  # each a few milliseconds: /proc's ticks of 10 ms cut most of it off
         subprocess.run([sys.executable, "-S", "-c", "sum(range(300_000))"], check=True)
     spent = group.seconds() - began
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     print("counted", spent, children.ru_utime + children.ru_stime, group._path)
 """
+)
 
 
-def test_a_cpu_group_counts_the_cpu_of_processes_that_have_exited(tmp_path: Path) -> None:
+def _in_a_cpu_group(script: str, *args: str) -> str:
+    """What ``script`` (run with bench/ as its first argument) printed after its first word; the test is
+    skipped where the script printed ``unavailable``: no cgroup v1 ``cpuacct`` group can be made here."""
     import subprocess
 
     done = subprocess.run(
-        [sys.executable, "-c", _BURN_IN_SHORT_PROCESSES, str(BENCH)],
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-c", script, str(BENCH), *args], capture_output=True, text=True, check=True
     )
     kind, *rest = done.stdout.split(maxsplit=1)
     if kind == "unavailable":
         pytest.skip(f"no cgroup v1 cpuacct group can be made here: {rest[0].strip()}")
-    spent, children, path = rest[0].split()
+    return rest[0]
+
+
+def test_a_cpu_group_counts_the_cpu_of_processes_that_have_exited(tmp_path: Path) -> None:
+    spent, children, path = _in_a_cpu_group(_BURN_IN_SHORT_PROCESSES).split()
     # every child ended before the group was read: the group holds their CPU, within the parent's own
     assert float(spent) >= 0.9 * float(children) > 0
     assert not Path(path).exists()  # removed once the bench left it
 
 
 _LEFT_BY_AN_EARLIER_BENCH = """
-import os, signal, subprocess, sys, time
+import os, subprocess, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import _shared
@@ -148,20 +157,10 @@ finally:
 
 
 def test_a_cpu_group_removes_an_earlier_benchs_group_once_nothing_is_left_in_it() -> None:
-    import subprocess
-
-    done = subprocess.run(
-        [sys.executable, "-c", _LEFT_BY_AN_EARLIER_BENCH, str(BENCH)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    kind, *rest = done.stdout.split(maxsplit=1)
-    if kind == "unavailable":
-        pytest.skip(f"no cgroup v1 cpuacct group can be made here: {rest[0].strip()}")
+    seen = _in_a_cpu_group(_LEFT_BY_AN_EARLIER_BENCH)
     # the group whose processes all ended is removed; one whose process lives on is kept (the kernel
     # refuses), so a bench running beside this one keeps its count
-    assert rest[0].split() == ["False", "True", "True"]
+    assert seen.split() == ["False", "True", "True"]
 
 
 _SERVER_WITH_SHORT_RUNS = """
@@ -174,17 +173,10 @@ print(children.ru_utime + children.ru_stime, flush=True)
 sys.stdin.readline()
 """
 
-_SPLIT_A_SERVERS_CPU = """
-import subprocess, sys
-sys.path.insert(0, sys.argv[1])
-import _shared
-
-with _shared.CpuGroup() as group:
-    if not group.available:
-        print("unavailable", group.reason)
-        raise SystemExit(0)
-    server = subprocess.Popen([sys.executable, "-c", sys.argv[2]], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+_SPLIT_A_SERVERS_CPU = (
+    _IN_A_GROUP
+    + """    pipe = subprocess.PIPE
+    server = subprocess.Popen([sys.executable, "-c", sys.argv[2]], stdin=pipe, stdout=pipe, text=True)
     split = _shared.CpuSplit(server.pid, group)
     split.start()
     server.stdin.write("go\\n")
@@ -196,21 +188,12 @@ with _shared.CpuGroup() as group:
     server.wait()
     print("split", split.seconds["runs"], children, split.describe())
 """
+)
 
 
 def test_a_servers_runs_are_counted_exactly_in_a_cpu_group() -> None:
-    import subprocess
-
-    done = subprocess.run(
-        [sys.executable, "-c", _SPLIT_A_SERVERS_CPU, str(BENCH), _SERVER_WITH_SHORT_RUNS],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    kind, *rest = done.stdout.split(maxsplit=1)
-    if kind == "unavailable":
-        pytest.skip(f"no cgroup v1 cpuacct group can be made here: {rest[0].strip()}")
-    runs, children, described = rest[0].split(maxsplit=2)
+    seen = _in_a_cpu_group(_SPLIT_A_SERVERS_CPU, _SERVER_WITH_SHORT_RUNS)
+    runs, children, described = seen.split(maxsplit=2)
     # the server's children all ended between two reads of /proc: the group holds their CPU
     assert float(runs) >= 0.9 * float(children) > 0
     assert described.strip().endswith("runs counted exactly")
