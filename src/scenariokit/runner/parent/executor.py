@@ -491,7 +491,14 @@ class WorkerPool:
             task.cancel()
         workers = list(self._workers)
         self._workers.clear()
-        await asyncio.gather(*(worker.shutdown(SHUTDOWN_GRACE_SECONDS) for worker in workers))
+        # a warm worker that never got a run holds nothing to close in order: it is killed, as a run's
+        # worker is once its run is over (worker/process.py, POOL_KILL_WAIT_SECONDS, says why)
+        await asyncio.gather(
+            *(
+                worker.shutdown(SHUTDOWN_GRACE_SECONDS) if worker.used else asyncio.to_thread(worker.kill)
+                for worker in workers
+            )
+        )
         if self._retiring:
             await asyncio.gather(*self._retiring, return_exceptions=True)
         for run_id in list(self._session_owner):

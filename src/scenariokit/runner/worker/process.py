@@ -71,6 +71,14 @@ SHUTDOWN_STEP_SECONDS = 5.0
 #: How long a worker whose pool is gone may take to close its browsers before it is ended hard.
 ORPHAN_GRACE_SECONDS = 5.0
 
+#: How long a worker whose run is over waits for the pool to kill it before it closes its browser itself.
+#: The pool kills the worker's whole process tree as soon as it has the outcome (that kill is the run's
+#: browser close in its timings), so a graceful close begun meanwhile only spends the CPU the next
+#: run starts on; and Chromium, with the network service and the GPU service in its own process
+#: (``DEFAULT_ARGS`` and driver_launch_flags.js), ends a graceful close on a CHECK (SIGTRAP) about one
+#: time in six on a busy machine. The close after this wait is for a pool that does not come.
+POOL_KILL_WAIT_SECONDS = 5.0
+
 
 def worker_entry(fd: int) -> None:
     """Entry point of a worker process started by the pool: its options come first over the channel."""
@@ -258,7 +266,8 @@ class Worker:
         if end.session is not None:
             self._hold(end.session)
             return
-        if end.browser is not None:  # the pool kills this worker as soon as it has the outcome
+        if end.browser is not None:
+            await asyncio.sleep(POOL_KILL_WAIT_SECONDS)
             await close_browser(end.browser)
         self._inbox.put_nowait(Shutdown())
 
