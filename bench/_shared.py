@@ -150,6 +150,14 @@ def _component(name: str) -> str:
     return f"other ({name})"
 
 
+def own_cpuacct_group(root: Path = CGROUP_ROOT / "cpuacct") -> Path:
+    """The folder of this process's own group in the cgroup v1 ``cpuacct`` hierarchy mounted at ``root``
+    (``root`` itself where ``/proc/self/cgroup`` names none)."""
+    own = next((path for names, path in own_groups(Path("/proc/self/cgroup").read_text()).items()
+                if "cpuacct" in names.split(",")), "/")  # fmt: skip
+    return root / own.lstrip("/")
+
+
 class CpuGroup:
     """A control group holding this process and everything it starts from now on: their exact CPU.
 
@@ -174,9 +182,7 @@ class CpuGroup:
 
     def __enter__(self) -> CpuGroup:
         # made inside this process's own group (a delegated one, or a systemd slice's), and left for it
-        own = next((path for names, path in own_groups(Path("/proc/self/cgroup").read_text()).items()
-                    if "cpuacct" in names.split(",")), "/")  # fmt: skip
-        home = self._root / own.lstrip("/")
+        home = own_cpuacct_group(self._root)
         for left in home.glob("bench-cpu-*"):  # an earlier bench's, once its last process ended
             with contextlib.suppress(OSError):
                 left.rmdir()

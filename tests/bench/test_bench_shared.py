@@ -126,14 +126,10 @@ def test_a_cpu_group_counts_the_cpu_of_processes_that_have_exited(tmp_path: Path
 
 _LEFT_BY_AN_EARLIER_BENCH = """
 import os, subprocess, sys
-from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import _shared
-from scenariokit.runner.confinement.cgroups import own_groups
 
-own = next((path for names, path in own_groups(Path("/proc/self/cgroup").read_text()).items()
-            if "cpuacct" in names.split(",")), None)
-home = _shared.CGROUP_ROOT / "cpuacct" / (own or "/").lstrip("/")
+home = _shared.own_cpuacct_group()
 empty, busy = home / f"bench-cpu-ended-{os.getpid()}", home / f"bench-cpu-alive-{os.getpid()}"
 try:
     empty.mkdir()
