@@ -266,9 +266,18 @@ class Worker:
         if end.session is not None:
             self._hold(end.session)
             return
-        if end.browser is not None:
-            await asyncio.sleep(POOL_KILL_WAIT_SECONDS)
-            await close_browser(end.browser)
+        if end.browser is None:
+            self._inbox.put_nowait(Shutdown())
+            return
+        # a timer, not a wait in this task: a shutdown meanwhile (the pool closing) need not wait on it
+        browser = end.browser
+        asyncio.get_running_loop().call_later(
+            POOL_KILL_WAIT_SECONDS, lambda: self._spawn(self._leave(browser))
+        )
+
+    async def _leave(self, browser: Any) -> None:
+        """Close a finished run's browser and exit: the pool's kill did not come."""
+        await close_browser(browser)
         self._inbox.put_nowait(Shutdown())
 
     def _report(self, job: RunJob, event: RunEvent) -> None:
