@@ -110,23 +110,29 @@ def install(folder: Path, dist: Path) -> Path:
 
 
 def check_installed(bin_dir: Path) -> None:
-    """The package imports from the venv, not the source tree, with its data files and plugins."""
+    """The package imports from the venv, not the source tree, with its data files and plugins; each
+    distribution of ours states its licence as an SPDX expression (PEP 639), not the table and
+    classifier setuptools stops building."""
     probe = (
         "import importlib.metadata as m, scenariokit, scenariokit.runner.confinement.driver_zygote as z\n"
         "print(scenariokit.__file__)\n"
         "print(z.ZYGOTE_SCRIPT.is_file())\n"
         "print(sorted(e.name for e in m.entry_points(group='scenariokit')))\n"
+        "ours = [d for d in m.distributions() if d.metadata['Name'].startswith('scenariokit')]\n"
+        "print(sorted({(d.metadata['License-Expression'], d.metadata['License']) for d in ours}))\n"
     )
     done = subprocess.run(
         [str(bin_dir / "python"), "-c", probe], capture_output=True, text=True, env=clean_env(), cwd="/"
     )
     if done.returncode != 0:
         fail(f"the installed package does not import: {done.stderr}")
-    where, script, plugins = done.stdout.splitlines()
+    where, script, plugins, licences = done.stdout.splitlines()
     if str(ROOT) in where or "site-packages" not in where:
         fail(f"scenariokit imports from {where}, not from the venv's site-packages")
     if script != "True":
         fail("the wheel lacks the runner's JavaScript files (package data)")
+    if licences != "[('MIT', None)]":
+        fail(f"each of our distributions should say License-Expression: MIT alone; got {licences}")
     print(f"installed: {where}; plugins {plugins}")
 
 
