@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
+import subprocess
+import sys
+import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -16,6 +21,7 @@ from scenariokit.runner.confinement.sandbox import (
     SandboxConfig,
     SandboxUnavailable,
     bubblewrap_argv,
+    bubblewrap_works,
     lease_worker_user,
     resolve_sandbox,
     seal_node_cache,
@@ -99,6 +105,61 @@ def test_tmp_hidden_stays_the_sandboxs_own_tmp_that_everyone_may_write(
         import shutil
 
         shutil.rmtree(checkout, ignore_errors=True)
+
+
+def test_a_needed_tmp_itself_is_never_bound_back_over_the_sandboxs_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A script run from /tmp has /tmp first on its import path: bound back read-only, it hid the
+    # sandbox's writable /tmp, and no worker could start (bwrap: Can't mkdir /tmp/scenariokit-run).
+    monkeypatch.chdir("/")  # a working directory under /tmp would be hidden, and hide that
+    joined = " ".join(bubblewrap_argv(tmp_path / "run", [], [Path("/tmp"), Path("/")]))
+    assert "--ro-bind /tmp /tmp" not in joined
+    assert "--perms 01777 --tmpfs /tmp " in joined
+    assert joined.count("--ro-bind / /") == 1, "only the base flags' read-only root"
+
+
+@pytest.mark.browser
+def test_a_script_run_from_tmp_runs_its_scenario_in_the_sandbox(site: str) -> None:
+    if not bubblewrap_works():
+        pytest.skip("bubblewrap cannot make a sandbox here")
+    script = Path("/tmp") / f"scenariokit-test-try-{os.getpid()}-{uuid.uuid4().hex[:8]}.py"
+    script.write_text(_TRY_FROM_TMP)
+    # the user's folder, with the store in it, is not under /tmp: hidden, it would hide /tmp with it
+    folder = Path(tempfile.mkdtemp(prefix="scenariokit-test-", dir="/var/tmp"))
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), site],
+            cwd=folder,
+            env={k: v for k, v in os.environ.items() if not k.startswith(("SCENARIOKIT_", "PYTEST_"))},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    finally:
+        script.unlink()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["bubblewrap", "pass"], done.stdout + done.stderr
+
+
+_TRY_FROM_TMP = """
+import asyncio, sys
+import scenariokit
+
+async def main() -> None:
+    async with scenariokit.open_kit("sqlite:///checks.db") as kit:
+        env = await kit.environments.create({"name": "site", "data": {"url": sys.argv[1]}})
+        scenario = await kit.scenarios.create(
+            {"name": "home", "steps": [{"execCode": "await page.goto(helpers.getEnvUrl())"}]}
+        )
+        result = await kit.run(scenario.id, environment_id=env.id)
+        print(kit._scheduler.pool.sandbox_kind, result.run.status.value)  # the library's own pool
+        if result.run.error:
+            print(result.run.error.message, file=sys.stderr)
+
+asyncio.run(main())
+"""
 
 
 def test_what_a_worker_needs_under_tmp_is_bound_back_into_its_private_tmp(tmp_path: Path) -> None:

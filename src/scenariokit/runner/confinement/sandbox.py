@@ -566,7 +566,10 @@ def bubblewrap_argv(
     bound: list[Path] = []
     for path in sorted(set(needed), key=lambda p: len(p.parts)):
         covering = [folder for folder in covers if _under(path, folder)]
-        if not covering or any(_under(folder, path) for folder in folders):
+        # Never a needed folder that is (or holds) a covered one, /tmp included: bound back read-only,
+        # /tmp itself (the folder of a script run from there, first on its import path) left the
+        # worker no /tmp to write, and no run could start. What it holds directly stays hidden.
+        if not covering or any(_under(folder, path) for folder in covers):
             continue
         if any(_under(path, done) for done in bound):
             continue
