@@ -491,11 +491,14 @@ class WorkerPool:
             task.cancel()
         workers = list(self._workers)
         self._workers.clear()
-        # a warm worker that never got a run holds nothing to close in order: it is killed, as a run's
+        # only a worker with a run under way is asked to stop (its run is cancelled and reported); one
+        # that is warm or holds a saved session has nothing to close in order: it is killed, as a run's
         # worker is once its run is over (worker/process.py, POOL_KILL_WAIT_SECONDS, says why)
         await asyncio.gather(
             *(
-                worker.shutdown(SHUTDOWN_GRACE_SECONDS) if worker.used else asyncio.to_thread(worker.kill)
+                worker.shutdown(SHUTDOWN_GRACE_SECONDS)
+                if worker.current_run is not None
+                else asyncio.to_thread(worker.kill)
                 for worker in workers
             )
         )
@@ -594,23 +597,29 @@ class WorkerPool:
                 logger.exception("could not start a worker; retrying")
                 await asyncio.sleep(RESPAWN_DELAY_SECONDS)
 
-    def _retire(self, worker: WorkerHandle, run_id: uuid.UUID | None = None) -> None:
+    def _retire(
+        self, worker: WorkerHandle, run_id: uuid.UUID | None = None, released: SessionReleased | None = None
+    ) -> None:
         """Stop a worker whose run is over (once): it exits, its processes die, its directory goes.
 
         With ``run_id``, the run it executed finished normally: the kill is that run's browser close.
+        With ``released``, the worker let go of the session it held: the kill is that browser's close,
+        and the release is reported once it is done.
         """
         if worker not in self._workers:
             return
         self._workers.discard(worker)
-        task = asyncio.ensure_future(self._stop(worker, run_id))
+        task = asyncio.ensure_future(self._stop(worker, run_id, released))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
 
-    async def _stop(self, worker: WorkerHandle, run_id: uuid.UUID | None = None) -> None:
-        # Its run is over and reported (a held session's browser is closed by then, or lost with it):
-        # nothing is left to close in order, and a graceful browser and driver shutdown costs the CPU
-        # the next run's worker is starting on. The kill takes the whole process tree, so it is the
-        # run's browser close in its timings.
+    async def _stop(
+        self, worker: WorkerHandle, run_id: uuid.UUID | None = None, released: SessionReleased | None = None
+    ) -> None:
+        # Its run is over and reported, or the session it held released: nothing is left to close in
+        # order, and a graceful browser and driver shutdown costs the CPU the next run's worker is
+        # starting on. The kill takes the whole process tree, so it is the run's browser close in its
+        # timings (or the session's).
         closing = utcnow()
         await asyncio.to_thread(worker.kill)
         if run_id is not None and self._on_browser_closed is not None:
@@ -620,6 +629,8 @@ class WorkerPool:
                 )
             except Exception:
                 logger.exception("on_browser_closed failed for run %s", run_id)
+        if released is not None:
+            await self._session_closed(released)
         for run_id in list(worker.sessions):
             await self._session_closed(SessionReleased(run_id=run_id, reason="worker stopped"))
 
@@ -634,6 +645,10 @@ class WorkerPool:
         elif isinstance(report, SessionReleased):
             if report.run_id not in worker.sessions:
                 return  # a worker speaks only for the sessions it holds
+            if worker.sessions == {report.run_id} and worker.current_run is None:
+                # what it held last: the worker waits for its kill to close the browser, as after a run
+                self._retire(worker, released=report)
+                return
             task = asyncio.ensure_future(self._session_closed(report))
             self._callbacks.add(task)
             task.add_done_callback(self._callbacks.discard)

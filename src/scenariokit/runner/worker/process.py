@@ -269,14 +269,20 @@ class Worker:
         if end.browser is None:
             self._inbox.put_nowait(Shutdown())
             return
-        # a timer, not a wait in this task: a shutdown meanwhile (the pool closing) need not wait on it
-        browser = end.browser
+        self._await_kill(end.browser)
+
+    def _await_kill(self, browser: Any) -> None:
+        """Leave ``browser`` (its run over and reported) to the pool's kill; close it and exit only when
+        that has not come after :data:`POOL_KILL_WAIT_SECONDS`.
+
+        A timer, not a wait in a task: a shutdown meanwhile (the pool closing) need not wait on it.
+        """
         asyncio.get_running_loop().call_later(
             POOL_KILL_WAIT_SECONDS, lambda: self._spawn(self._leave(browser))
         )
 
     async def _leave(self, browser: Any) -> None:
-        """Close a finished run's browser and exit: the pool's kill did not come."""
+        """Close a finished run's (or released session's) browser and exit: the pool's kill did not come."""
         await close_browser(browser)
         self._inbox.put_nowait(Shutdown())
 
@@ -363,10 +369,12 @@ class Worker:
             return
         held, timer = entry
         timer.cancel()
+        if not self._held and not self._runs:  # its one run and its session are over
+            self._send(SessionReleased(run_id=run_id, reason=reason))
+            self._await_kill(held.browser)  # the pool kills this worker on the report
+            return
         await close_browser(held.browser)
         self._send(SessionReleased(run_id=run_id, reason=reason))
-        if not self._held and not self._runs:
-            self._inbox.put_nowait(Shutdown())  # its one run and its session are over
 
     # --- shutdown --------------------------------------------------------------------------------
 
