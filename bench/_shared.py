@@ -351,8 +351,24 @@ def proc_stats() -> Iterator[ProcStat]:
 
 
 def process_seconds(pid: int) -> float:
-    """CPU seconds of a process itself (user and system, every thread it had: exact to 10 ms)."""
-    return _proc_stat(pid).seconds
+    """CPU seconds of a process itself (user and system, every thread it had), to the nanosecond.
+
+    Read from the kernel's CPU clock of the process (``clock_gettime`` on the clock id that
+    ``clock_getcpuclockid`` would give): ``/proc/PID/stat`` cuts its user and system time each down to
+    a tick of 10 ms, too coarse for a few hundred requests of under a millisecond. Where that clock
+    cannot be read, it is ``/proc``'s figure; OSError once the process is gone.
+    """
+    try:
+        return time.clock_gettime(process_cpu_clock(pid))
+    except OSError:
+        os.kill(pid, 0)  # ProcessLookupError (an OSError) when it is gone
+        return _proc_stat(pid).seconds
+
+
+def process_cpu_clock(pid: int) -> int:
+    """The clock id of a process's CPU clock, as glibc's ``clock_getcpuclockid`` makes it (Linux's
+    ``CPUCLOCK_SCHED`` of the whole thread group), which Python does not offer."""
+    return (~pid << 3) | 2
 
 
 def processes_below(parents: Mapping[int, int], roots: Iterable[int]) -> set[int]:

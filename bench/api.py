@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _shared import free_port, proc_stats, scenariokit_serve, tree_environment, wait_healthy
+from _shared import free_port, proc_stats, process_seconds, scenariokit_serve, tree_environment, wait_healthy
 
 API = "/api/v1"
 LIST_PATH = f"{API}/scenarios?limit=20&orderBy=name"
@@ -239,10 +239,16 @@ async def load(
 
 
 def cpu_seconds(pid: int) -> float:
-    """CPU seconds (user and system, from /proc) of a server process and its live children: with
-    ``--processes N`` the first process started the others, and a connection lands on any of them.
+    """CPU seconds (user and system, to the nanosecond: :func:`process_seconds`) of a server process
+    and its live children: with ``--processes N`` the first process started the others, and a
+    connection lands on any of them.
     """
-    return sum(stat.seconds for stat in proc_stats() if pid in (stat.pid, stat.ppid))
+    total = 0.0
+    for stat in proc_stats():
+        if pid in (stat.pid, stat.ppid):
+            with contextlib.suppress(OSError):  # gone meanwhile
+                total += process_seconds(stat.pid)
+    return total
 
 
 async def sequential_ms(
@@ -438,9 +444,9 @@ def report_ops(pairs: list[tuple[Result, Result]]) -> None:
         assert with_ops.mix_cpu_ms is not None and without.mix_cpu_ms is not None
         assert with_ops.page_cpu_ms is not None and without.page_cpu_ms is not None
         share = with_ops.mix_cpu_ms / without.mix_cpu_ms - 1 if without.mix_cpu_ms else 0.0
-        print(f"  server CPU a page {with_ops.page_cpu_ms:.2f} ms with, {without.page_cpu_ms:.2f} without;"
-              f" a create {with_ops.create_cpu_ms:.2f} with, {without.create_cpu_ms:.2f} without;"
-              f" a request of the mix {with_ops.mix_cpu_ms:.2f} with, {without.mix_cpu_ms:.2f} without:"
+        print(f"  server CPU a page {with_ops.page_cpu_ms:.3f} ms with, {without.page_cpu_ms:.3f} without;"
+              f" a create {with_ops.create_cpu_ms:.3f} with, {without.create_cpu_ms:.3f} without;"
+              f" a request of the mix {with_ops.mix_cpu_ms:.3f} with, {without.mix_cpu_ms:.3f} without:"
               f" {share:+.1%} (target ≤ +{TARGET_OPS_SHARE:.0%}: {_verdict(share <= TARGET_OPS_SHARE)});"
               f" under the load {with_ops.rps:.0f} req/s with, {without.rps:.0f} without")  # fmt: skip
 

@@ -248,3 +248,34 @@ def test_after_a_baseline_a_process_older_than_the_sampler_counts_from_the_basel
     finally:
         child.kill()
         child.wait()
+
+
+_THREAD_THAT_ENDS = """
+import threading, time
+def burn() -> None:
+    end = time.thread_time() + 0.05
+    while time.thread_time() < end:
+        pass
+worker = threading.Thread(target=burn)
+worker.start()
+worker.join()
+print(time.process_time(), flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_processs_cpu_is_read_to_below_a_tick_with_its_ended_threads_in_it() -> None:
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", _THREAD_THAT_ENDS], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        own = float(child.stdout.readline())  # what the process itself counted, once its thread ended
+        read = _shared.process_seconds(child.pid)
+        assert read >= own >= 0.05  # the ended thread's 50 ms are in it (/proc's ticks cut each part down)
+        assert read - own < 0.005  # and next to nothing more: the process only sleeps meanwhile
+    finally:
+        child.kill()
+        child.wait()
+    with pytest.raises(OSError):
+        _shared.process_seconds(child.pid)
