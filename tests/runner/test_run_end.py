@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import pytest
 from test_executor import JobFactory, Runner, marked_sandbox
 
@@ -28,23 +29,41 @@ from scenariokit.runner.worker.process import POOL_KILL_WAIT_SECONDS
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
 
+@attrs.define
+class HeldKill:
+    """The pool's kill of a worker whose run or session is over, held back until :meth:`let_go`."""
+
+    stopping: list[WorkerHandle] = attrs.field(factory=list)
+    go: asyncio.Event = attrs.field(factory=asyncio.Event)
+
+    def let_go(self) -> None:
+        self.go.set()
+
+
+@pytest.fixture
+def held_kill(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldKill]:
+    """Every worker the pool stops waits for the test before it is killed (``stopping`` names them)."""
+    held = HeldKill()
+    stop = WorkerPool._stop
+
+    async def held_back(self: WorkerPool, worker: WorkerHandle, *args: Any) -> Any:
+        held.stopping.append(worker)
+        await held.go.wait()
+        return await stop(self, worker, *args)
+
+    monkeypatch.setattr(WorkerPool, "_stop", held_back)
+    yield held
+    held.let_go()
+
+
 async def test_a_finished_runs_browser_waits_for_the_pools_kill_then_closes_without_one(
     run: Runner,
     make_job: JobFactory,
     browsers_started_by: Callable[[int], set[int]],
     wait_until_gone: Callable[..., set[int]],
-    monkeypatch: pytest.MonkeyPatch,
+    held_kill: HeldKill,
 ) -> None:
-    stop = WorkerPool._stop
-    finished: list[WorkerHandle] = []
-    release = asyncio.Event()
-
-    async def held_back(self: WorkerPool, worker: WorkerHandle, *args: Any) -> Any:
-        finished.append(worker)
-        await release.wait()  # the pool's kill comes only when the test says so
-        return await stop(self, worker, *args)
-
-    monkeypatch.setattr(WorkerPool, "_stop", held_back)
+    finished = held_kill.stopping  # the pool's kill comes only when the test says so
     pool = WorkerPool(1, sandbox=marked_sandbox())
     await pool.start()
     try:
@@ -65,7 +84,7 @@ async def test_a_finished_runs_browser_waits_for_the_pools_kill_then_closes_with
         left = POOL_KILL_WAIT_SECONDS - (time.monotonic() - ended)
         assert await asyncio.to_thread(wait_until_gone, browsers | {worker.pid}, left + 15) == set()
     finally:
-        release.set()
+        held_kill.let_go()
         await pool.close()
 
 
@@ -74,24 +93,15 @@ async def test_a_released_sessions_browser_waits_for_the_pools_kill_and_the_rele
     make_job: JobFactory,
     browsers_started_by: Callable[[int], set[int]],
     wait_until_gone: Callable[..., set[int]],
-    monkeypatch: pytest.MonkeyPatch,
+    held_kill: HeldKill,
 ) -> None:
-    stop = WorkerPool._stop
-    stopping: list[WorkerHandle] = []
-    kill = asyncio.Event()
-
-    async def held_back(self: WorkerPool, worker: WorkerHandle, *args: Any) -> Any:
-        stopping.append(worker)
-        await kill.wait()
-        return await stop(self, worker, *args)
-
+    stopping = held_kill.stopping
     released: list[tuple[SessionReleased, set[int]]] = []
     browsers: set[int] = set()
 
     async def remember(event: SessionReleased) -> None:
         released.append((event, wait_until_gone(browsers, 0)))  # those alive at the report
 
-    monkeypatch.setattr(WorkerPool, "_stop", held_back)
     pool = WorkerPool(1, session_keepalive=600, on_session_released=remember, sandbox=marked_sandbox())
     await pool.start()
     try:
@@ -113,13 +123,13 @@ async def test_a_released_sessions_browser_waits_for_the_pools_kill_and_the_rele
         assert browsers_started_by(worker.pid) == browsers, "the worker closed the session's browser itself"
         assert not released, "the release is reported once its browser is closed"
 
-        kill.set()
+        held_kill.let_go()
         assert await releasing
         assert [event for event, _ in released] == [SessionReleased(run_id=login.run_id, reason="released")]
         assert released[0][1] == set(), "the browser should be dead when the release is reported"
         assert await asyncio.to_thread(wait_until_gone, browsers | {worker.pid}) == set()
     finally:
-        kill.set()
+        held_kill.let_go()
         await pool.close()
 
 
