@@ -356,12 +356,11 @@ def process_seconds(pid: int) -> float:
     Read from the kernel's CPU clock of the process (``clock_gettime`` on the clock id that
     ``clock_getcpuclockid`` would give): ``/proc/PID/stat`` cuts its user and system time each down to
     a tick of 10 ms, too coarse for a few hundred requests of under a millisecond. Where that clock
-    cannot be read, it is ``/proc``'s figure; OSError once the process is gone.
+    cannot be read, it is ``/proc``'s figure; OSError once the process is gone (reading ``/proc``).
     """
     try:
         return time.clock_gettime(process_cpu_clock(pid))
     except OSError:
-        os.kill(pid, 0)  # ProcessLookupError (an OSError) when it is gone
         return _proc_stat(pid).seconds
 
 

@@ -102,8 +102,6 @@ def test_tmp_hidden_stays_the_sandboxs_own_tmp_that_everyone_may_write(
         joined = " ".join(bubblewrap_argv(tmp_path / "run", [], []))
         assert joined.count("--tmpfs /tmp ") == 1 and "--perms 01777 --tmpfs /tmp " in joined
     finally:
-        import shutil
-
         shutil.rmtree(checkout, ignore_errors=True)
 
 
@@ -176,8 +174,6 @@ def test_what_a_worker_needs_under_tmp_is_bound_back_into_its_private_tmp(tmp_pa
         assert f"--ro-bind {venv} {venv}" in joined
         assert f"--perms 0755 --dir {checkout}" in joined, "its folders stay passable for the worker's user"
     finally:
-        import shutil
-
         shutil.rmtree(checkout, ignore_errors=True)
 
 
