@@ -350,6 +350,26 @@ def proc_stats() -> Iterator[ProcStat]:
                 yield _proc_stat(entry.name)
 
 
+def driver_zygote_of(parent: int) -> int | None:
+    """The pid of the Playwright driver zygote ``parent`` started (``driver_zygote.js``), if it runs one."""
+    for stat in proc_stats():
+        if stat.ppid == parent and stat.name.startswith("node"):
+            with contextlib.suppress(OSError):
+                if b"driver_zygote.js" in Path(f"/proc/{stat.pid}/cmdline").read_bytes():
+                    return stat.pid
+    return None
+
+
+def reaped_and_own(pid: int) -> tuple[float, float] | None:
+    """CPU seconds of ``pid``'s children it has reaped (the kernel sums them in nanoseconds, ``/proc``
+    gives the sum in ticks of 10 ms) and of ``pid`` itself; None once it is gone."""
+    try:
+        stat = _proc_stat(pid)
+    except OSError:
+        return None
+    return stat.reaped_seconds, stat.seconds
+
+
 def process_seconds(pid: int) -> float:
     """CPU seconds of a process itself (user and system, every thread it had), to the nanosecond.
 

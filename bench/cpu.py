@@ -20,7 +20,9 @@ charges in nanoseconds for every process ever in it, exited ones included. The s
 ``/proc`` in ticks of 10 ms with each process's last milliseconds lost, miss more of a run made of
 more short-lived processes (a sandboxed run is about seven; the bare script's, two): they give the
 parts, and the line under them says how much they miss. Where no group can be made the sampled sum
-stands in, and the report says so.
+stands in, and the report says so. The drivers a driver zygote forks are its children: the CPU of
+those it reaped in the window (each one's whole life, summed by the kernel in nanoseconds) and the
+zygote's own are printed under the driver's sampled part.
 
     python bench/cpu.py [--scenarios 30] [--workers 2] [--sandbox bubblewrap,off] [--driver-snapshot on,off]
         [--start zygote,exec] [--reused-tree PATH] [--rounds 1]
@@ -48,7 +50,17 @@ import time
 from pathlib import Path
 
 import attrs
-from _shared import STEPS, CpuGroup, CpuSampler, bare_playwright, serve_page, tree_environment, until_warm
+from _shared import (
+    STEPS,
+    CpuGroup,
+    CpuSampler,
+    bare_playwright,
+    driver_zygote_of,
+    reaped_and_own,
+    serve_page,
+    tree_environment,
+    until_warm,
+)
 
 import scenariokit
 from scenariokit.domain.model import RunStatus
@@ -77,6 +89,9 @@ class SchedulerWork:
     #: the store's units of work and commits (the bench's own left out); None for a store that
     #: counts none (a tree from before the counts)
     activity: StoreActivity | None
+    #: CPU seconds of the drivers the driver zygote forked and reaped in the window, and of the zygote
+    #: itself (its forks), counted by the kernel; None without a zygote
+    drivers: tuple[float, float] | None = None
 
 
 def report(
@@ -112,6 +127,13 @@ def report(
           f"{per_run * 1000:.0f} ms CPU per run ({how}){ratio}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
     for component, cpu in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"    {component:34s} {cpu / count * 1000:7.0f} ms")
+        if work is not None and work.drivers is not None and component == "Playwright driver (node)":
+            forked, zygote = work.drivers
+            for what, spent in (
+                ("forked drivers, counted exactly (reaped)", forked),
+                ("the driver zygote's own (its forks)", zygote),
+            ):
+                print(f"      {what:44s} {spent / count * 1000:5.1f} ms")
         if work is not None and component == parent_label:
             threads = cpu - work.loop
             for what, spent in (
@@ -159,6 +181,8 @@ async def scenariokit_cpu(
                 await scheduler.pool.node_cache_made()  # made in the background: not in the window
                 await until_warm(scheduler.pool)
                 sampler.baseline()
+                zygote = driver_zygote_of(os.getpid())
+                drivers_began = reaped_and_own(zygote) if zygote is not None else None
                 counts = getattr(store, "activity", None) or StoreActivity()
                 loop_began, activity = time.thread_time(), counts.snapshot()
                 began = time.perf_counter()
@@ -182,6 +206,7 @@ async def scenariokit_cpu(
                 await asyncio.sleep(0.5)
                 loop = time.thread_time() - loop_began - bench
                 done = counts.since(activity)
+                drivers_ended = reaped_and_own(zygote) if zygote is not None else None
             own = StoreActivity(
                 writes=done.writes - queued.writes,
                 reads=done.reads - queued.reads - polls,
@@ -192,7 +217,10 @@ async def scenariokit_cpu(
                 f"started by {start}"
             )
             counted = own if hasattr(store, "activity") else None
-            work = SchedulerWork(loop=loop, bench=bench, activity=counted)
+            drivers = None
+            if drivers_began is not None and drivers_ended is not None:
+                drivers = (drivers_ended[0] - drivers_began[0], drivers_ended[1] - drivers_began[1])
+            work = SchedulerWork(loop=loop, bench=bench, activity=counted, drivers=drivers)
             per_run = report(label, count, took, sampler, "scheduler process (pool, store)", work, workers)
     return label, per_run
 

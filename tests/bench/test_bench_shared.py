@@ -279,3 +279,52 @@ def test_a_processs_cpu_is_read_to_below_a_tick_with_its_ended_threads_in_it() -
         child.wait()
     with pytest.raises(OSError):
         _shared.process_seconds(child.pid)
+
+
+
+#: the zygote's stand-in: a process named ``node`` with ``driver_zygote.js`` in its command line, which
+#: reaps a child that spent 200 ms, prints its own CPU, and waits for a line
+_REAPS_A_BUSY_CHILD = """
+import subprocess, sys, time
+busy = "import time\\nend = time.process_time() + 0.2\\nwhile time.process_time() < end: pass"
+subprocess.run([sys.executable, "-c", busy], check=True)
+print(time.process_time(), flush=True)
+sys.stdin.readline()
+"""
+
+#: started apart (the test's own process may have started pools and their zygotes): finds its zygote
+#: and prints what ``cpu.py`` reads of it, the zygote's own count, then the same once the zygote ended
+_FINDS_ITS_ZYGOTE = """
+import json, os, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import _shared
+
+zygote = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+own = float(zygote.stdout.readline())
+found = _shared.driver_zygote_of(os.getpid())
+counted = _shared.reaped_and_own(zygote.pid)
+zygote.communicate("\\n")
+print(json.dumps([found == zygote.pid, counted, own, _shared.reaped_and_own(zygote.pid),
+                  _shared.driver_zygote_of(os.getpid())]))
+"""
+
+
+def test_a_zygotes_reaped_drivers_are_counted_apart_from_its_own_cpu(tmp_path: Path) -> None:
+    """``cpu.py`` counts the drivers a driver zygote forked from the CPU of the children it reaped:
+    the whole life of each, apart from the zygote's own; it finds the zygote by its command line."""
+    import json
+    import subprocess
+
+    node = tmp_path / "node"  # named as the zygote's Node is
+    node.symlink_to(sys.executable)
+    script = tmp_path / "driver_zygote.js"
+    script.write_text(_REAPS_A_BUSY_CHILD)
+    done = subprocess.run(
+        [sys.executable, "-c", _FINDS_ITS_ZYGOTE, str(BENCH), str(node), str(script)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    found, (reaped, itself), own, after_exit, found_after_exit = json.loads(done.stdout)
+    assert found
+    assert reaped >= 0.19  # the child's 200 ms, summed by the kernel (/proc gives the sum in ticks)
+    assert abs(itself - own) < 0.02  # the zygote's own, in /proc's ticks
+    assert after_exit is None and found_after_exit is None
