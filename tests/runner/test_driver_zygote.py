@@ -301,6 +301,48 @@ async def test_a_forked_driver_keeps_v8s_areas_out_of_the_browsers_it_starts(tmp
         zygote.close()
 
 
+@pytest.mark.browser
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_warmed_zygote_keeps_no_socket_of_its_warm_up_page_for_the_drivers_it_forks(
+    tmp_path: Path,
+) -> None:
+    """The warm-up fetches its page from a server on 127.0.0.1 in the zygote, as a run's driver does
+    its run's: that server, and every connection to it, is closed before the zygote says ready, so no
+    driver it forks into a sandbox inherits a socket of the host's network."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    warm_up = warm_up_options({"executable_path": discover_browser().executable}, scratch)
+    zygote = await _zygote_for_tests(tmp_path, env, warm_up=warm_up)
+    try:
+        assert _inet_sockets(zygote.pid) == set()
+        socket_path = zygote_socket(str(zygote.folder / ZYGOTE_LAUNCHER_NAME))
+        assert socket_path is not None
+        driver = await forked_driver(socket_path, env, 2)
+        assert driver is not None
+        (forked,) = children(zygote.pid)
+        assert _inet_sockets(forked) == set()
+        await asyncio.wait_for(driver.communicate(), 30)
+    finally:
+        zygote.close()
+
+
+def _inet_sockets(pid: int) -> set[int]:
+    """The inodes of the TCP and UDP sockets (IPv4 or IPv6) among ``pid``'s open files."""
+    held = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                held.add(int(target[len("socket:[") : -1]))
+    inet = set()
+    for table in ("tcp", "tcp6", "udp", "udp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                inet.add(int(line.split()[9]))
+    return held & inet
+
+
 def _kept_from_children_kib(pid: int) -> int:
     """Resident KiB of ``pid``'s areas that a fork leaves out (``dc`` in smaps)."""
     kept, rss = 0, 0

@@ -588,11 +588,13 @@ function dropCapabilities() {
 // closed, and libuv's thread pool (whose idle threads a fork does not copy) starts again in a child
 // that needs it. A failed warm-up exits with WARM_UP_FAILED before `ready`: the pool starts the
 // zygote again without one.
-const { warmUp: warmUpWith, WARM_UP_FAILED } = require('./driver_warm_up.js');
+const { warmUpAsDriver, WARM_UP_FAILED } = require('./driver_warm_up.js');
 
+// what the warm-up made, kept for the zygote's life (see warmUpAsDriver)
+const keptFromWarmUp = [];
 async function warmUp() {
   try {
-    await warmUpWith(core, processEnv, WARM_UP);
+    await warmUpAsDriver(core, processEnv, WARM_UP, keptFromWarmUp);
   } catch (error) {
     fs.writeSync(2, `scenariokit driver zygote: the warm-up failed: ${error?.stack ?? error}\n`);
     process.exit(WARM_UP_FAILED);
