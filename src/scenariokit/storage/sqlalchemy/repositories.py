@@ -436,6 +436,26 @@ _RENEW_LEASE = (
 _CANCEL_REQUESTED = sa.select(t.runs.c.id).where(
     t.runs.c.id.in_(sa.bindparam("ids", expanding=True)), t.runs.c.cancel_requested
 )
+#: the statuses of a finished run's scenario in its environment, newest first, up to the run itself
+#: (its finish time, then its id, break ties): the ``run_finished`` hook's streak, read with every
+#: outcome a plugin hears; built once, as the statements above
+_RECENT_STATUSES = (
+    sa.select(t.runs.c.status)
+    .where(
+        t.runs.c.scenario_id == sa.bindparam("scenario_id_"),
+        t.runs.c.environment_id == sa.bindparam("environment_id_"),
+        t.runs.c.status != RunStatus.IN_PROGRESS.value,
+        sa.or_(
+            t.runs.c.finished_at < sa.bindparam("at_", type_=t.UTCDateTime()),
+            sa.and_(
+                t.runs.c.finished_at == sa.bindparam("at_", type_=t.UTCDateTime()),
+                t.runs.c.id <= sa.bindparam("run_id_"),
+            ),
+        ),
+    )
+    .order_by(t.runs.c.finished_at.desc(), t.runs.c.id.desc())
+    .limit(sa.bindparam("limit_"))
+)
 #: a run's step results while it is in progress, a finished run's timings: statements built once
 _SET_IF_IN_PROGRESS = (
     sa.update(t.runs)
@@ -639,20 +659,17 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         return Page(items=items, total=int(total), page=query.page, limit=query.limit)
 
     async def recent_statuses(self, run: Run, limit: int) -> list[RunStatus]:
-        runs = self.table
         if run.finished_at is None:
             return []
-        at = sa.bindparam("at_", run.finished_at, type_=t.UTCDateTime())
         rows = await self.conn.execute(
-            sa.select(runs.c.status)
-            .where(
-                runs.c.scenario_id == run.scenario_id,
-                runs.c.environment_id == run.environment_id,
-                runs.c.status != RunStatus.IN_PROGRESS.value,
-                sa.or_(runs.c.finished_at < at, sa.and_(runs.c.finished_at == at, runs.c.id <= run.id)),
-            )
-            .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
-            .limit(limit)
+            _RECENT_STATUSES,
+            {
+                "scenario_id_": run.scenario_id,
+                "environment_id_": run.environment_id,
+                "at_": run.finished_at,
+                "run_id_": run.id,
+                "limit_": limit,
+            },
         )
         return [RunStatus(status) for status in rows.scalars()]
 
