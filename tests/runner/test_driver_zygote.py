@@ -141,6 +141,15 @@ async def _zygote_for_tests(
     return zygote
 
 
+async def _warmed_zygote_for_tests(tmp_path: Path) -> tuple[DriverZygote, dict[str, str]]:
+    """A zygote warmed up as a pool's is (the workers' browser), and the environment it serves."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    warm_up = warm_up_options({"executable_path": discover_browser().executable}, scratch)
+    return await _zygote_for_tests(tmp_path, env, warm_up=warm_up), env
+
+
 def _command(pid: int) -> bytes:
     return Path(f"/proc/{pid}/cmdline").read_bytes()
 
@@ -278,11 +287,7 @@ async def test_a_forked_driver_keeps_v8s_areas_out_of_the_browsers_it_starts(tmp
     """V8 maps its heap and code MADV_DONTFORK, and the zygote makes them inheritable for its forks; a
     driver marks them so again, so the fork that starts its browser does not copy their page tables
     (without it: about 80 MB more for each browser start, and its exec frees them again)."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    warm_up = warm_up_options({"executable_path": discover_browser().executable}, scratch)
-    zygote = await _zygote_for_tests(tmp_path, env, warm_up=warm_up)
+    zygote, env = await _warmed_zygote_for_tests(tmp_path)
     try:
         socket_path = zygote_socket(str(zygote.folder / ZYGOTE_LAUNCHER_NAME))
         assert socket_path is not None
@@ -309,11 +314,7 @@ async def test_a_warmed_zygote_keeps_no_socket_of_its_warm_up_page_for_the_drive
     """The warm-up fetches its page from a server on 127.0.0.1 in the zygote, as a run's driver does
     its run's: that server, and every connection to it, is closed before the zygote says ready, so no
     driver it forks into a sandbox inherits a socket of the host's network."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    warm_up = warm_up_options({"executable_path": discover_browser().executable}, scratch)
-    zygote = await _zygote_for_tests(tmp_path, env, warm_up=warm_up)
+    zygote, env = await _warmed_zygote_for_tests(tmp_path)
     try:
         assert _inet_sockets(zygote.pid) == set()
         socket_path = zygote_socket(str(zygote.folder / ZYGOTE_LAUNCHER_NAME))
