@@ -323,6 +323,9 @@ class ProcStat:
     seconds: float
     #: CPU seconds of its children that ended and that it waited for
     reaped_seconds: float
+    #: minor page faults of those children (a forked child's first write to each page it shares with
+    #: its parent is one: the page is copied)
+    reaped_minor_faults: int = 0
 
 
 def _proc_stat(pid: int | str) -> ProcStat:
@@ -339,6 +342,7 @@ def _proc_stat(pid: int | str) -> ProcStat:
         ppid=int(fields[1]),
         seconds=(int(fields[11]) + int(fields[12])) / tick,
         reaped_seconds=(int(fields[13]) + int(fields[14])) / tick,
+        reaped_minor_faults=int(fields[8]),
     )
 
 
@@ -350,24 +354,50 @@ def proc_stats() -> Iterator[ProcStat]:
                 yield _proc_stat(entry.name)
 
 
-def driver_zygote_of(parent: int) -> int | None:
-    """The pid of the Playwright driver zygote ``parent`` started (``driver_zygote.js``), if it runs one."""
+#: what a zygote's command line holds: the Playwright driver zygote's script, the worker zygote's module
+DRIVER_ZYGOTE = b"driver_zygote.js"
+WORKER_ZYGOTE = b"scenariokit.runner.confinement.zygote_process"
+
+
+def zygote_of(parent: int, kind: bytes = DRIVER_ZYGOTE) -> int | None:
+    """The pid of the zygote of ``kind`` (:data:`DRIVER_ZYGOTE`, :data:`WORKER_ZYGOTE`) that ``parent``
+    started, found by its command line; None when it runs none."""
     for stat in proc_stats():
-        if stat.ppid == parent and stat.name.startswith("node"):
+        if stat.ppid == parent:
             with contextlib.suppress(OSError):
-                if b"driver_zygote.js" in Path(f"/proc/{stat.pid}/cmdline").read_bytes():
+                if kind in Path(f"/proc/{stat.pid}/cmdline").read_bytes():
                     return stat.pid
     return None
 
 
-def reaped_and_own(pid: int) -> tuple[float, float] | None:
-    """CPU seconds of ``pid``'s children it has reaped (the kernel sums them in nanoseconds, ``/proc``
-    gives the sum in ticks of 10 ms) and of ``pid`` itself; None once it is gone."""
+@attrs.frozen
+class Reaped:
+    """What a process's reaped children spent (the kernel sums them), and what it spent itself."""
+
+    #: CPU seconds of the children (``/proc`` gives the nanosecond sum in ticks of 10 ms)
+    seconds: float
+    #: their minor page faults
+    minor_faults: int
+    #: CPU seconds of the process itself
+    own_seconds: float
+
+    def since(self, earlier: Reaped) -> Reaped:
+        return Reaped(
+            seconds=self.seconds - earlier.seconds,
+            minor_faults=self.minor_faults - earlier.minor_faults,
+            own_seconds=self.own_seconds - earlier.own_seconds,
+        )
+
+
+def reaped_and_own(pid: int) -> Reaped | None:
+    """What ``pid``'s reaped children spent and what it spent itself; None once it is gone."""
     try:
         stat = _proc_stat(pid)
     except OSError:
         return None
-    return stat.reaped_seconds, stat.seconds
+    return Reaped(
+        seconds=stat.reaped_seconds, minor_faults=stat.reaped_minor_faults, own_seconds=stat.seconds
+    )
 
 
 def process_seconds(pid: int) -> float:

@@ -20,9 +20,10 @@ charges in nanoseconds for every process ever in it, exited ones included. The s
 ``/proc`` in ticks of 10 ms with each process's last milliseconds lost, miss more of a run made of
 more short-lived processes (a sandboxed run is about seven; the bare script's, two): they give the
 parts, and the line under them says how much they miss. Where no group can be made the sampled sum
-stands in, and the report says so. The drivers a driver zygote forks are its children: the CPU of
-those it reaped in the window (each one's whole life, summed by the kernel in nanoseconds) and the
-zygote's own are printed under the driver's sampled part.
+stands in, and the report says so. The drivers the Playwright driver zygote forks are its children, as
+the workers are the worker zygote's: the CPU and the minor page faults of those each reaped in the
+window (each one's whole life, summed by the kernel) and each zygote's own are printed under the
+driver's and the worker's sampled parts.
 
     python bench/cpu.py [--scenarios 30] [--workers 2] [--sandbox bubblewrap,off] [--driver-snapshot on,off]
         [--start zygote,exec] [--reused-tree PATH] [--rounds 1]
@@ -51,15 +52,18 @@ from pathlib import Path
 
 import attrs
 from _shared import (
+    DRIVER_ZYGOTE,
     STEPS,
+    WORKER_ZYGOTE,
     CpuGroup,
     CpuSampler,
+    Reaped,
     bare_playwright,
-    driver_zygote_of,
     reaped_and_own,
     serve_page,
     tree_environment,
     until_warm,
+    zygote_of,
 )
 
 import scenariokit
@@ -89,9 +93,11 @@ class SchedulerWork:
     #: the store's units of work and commits (the bench's own left out); None for a store that
     #: counts none (a tree from before the counts)
     activity: StoreActivity | None
-    #: CPU seconds of the drivers the driver zygote forked and reaped in the window, and of the zygote
-    #: itself (its forks), counted by the kernel; None without a zygote
-    drivers: tuple[float, float] | None = None
+    #: what the Playwright driver zygote's and the worker zygote's children (a run's driver and
+    #: worker each) that ended in the window spent, and each zygote itself (its forks), counted by the
+    #: kernel; None without such a zygote
+    drivers: Reaped | None = None
+    workers: Reaped | None = None
 
 
 def report(
@@ -127,13 +133,17 @@ def report(
           f"{per_run * 1000:.0f} ms CPU per run ({how}){ratio}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
     for component, cpu in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"    {component:34s} {cpu / count * 1000:7.0f} ms")
-        if work is not None and work.drivers is not None and component == "Playwright driver (node)":
-            forked, zygote = work.drivers
-            for what, spent in (
-                ("forked drivers, counted exactly (reaped)", forked),
-                ("the driver zygote's own (its forks)", zygote),
-            ):
-                print(f"      {what:44s} {spent / count * 1000:5.1f} ms")
+        forked = {"Playwright driver (node)": ("drivers", "driver"), "worker Python": ("workers", "worker")}
+        if work is not None and component in forked:
+            children, one = forked[component]
+            reaped = getattr(work, children)
+            if reaped is not None:
+                faults = f"({reaped.minor_faults / count:.0f} minor page faults a run)"
+                for what, spent, more in (
+                    (f"forked {children}, counted exactly (reaped)", reaped.seconds, f"  {faults}"),
+                    (f"the {one} zygote itself (its forks)", reaped.own_seconds, ""),
+                ):
+                    print(f"      {what:44s} {spent / count * 1000:5.1f} ms{more}")
         if work is not None and component == parent_label:
             threads = cpu - work.loop
             for what, spent in (
@@ -181,8 +191,8 @@ async def scenariokit_cpu(
                 await scheduler.pool.node_cache_made()  # made in the background: not in the window
                 await until_warm(scheduler.pool)
                 sampler.baseline()
-                zygote = driver_zygote_of(os.getpid())
-                drivers_began = reaped_and_own(zygote) if zygote is not None else None
+                zygotes = [zygote_of(os.getpid(), kind) for kind in (DRIVER_ZYGOTE, WORKER_ZYGOTE)]
+                zygotes_began = [reaped_and_own(pid) if pid is not None else None for pid in zygotes]
                 counts = getattr(store, "activity", None) or StoreActivity()
                 loop_began, activity = time.thread_time(), counts.snapshot()
                 began = time.perf_counter()
@@ -206,7 +216,7 @@ async def scenariokit_cpu(
                 await asyncio.sleep(0.5)
                 loop = time.thread_time() - loop_began - bench
                 done = counts.since(activity)
-                drivers_ended = reaped_and_own(zygote) if zygote is not None else None
+                zygotes_ended = [reaped_and_own(pid) if pid is not None else None for pid in zygotes]
             own = StoreActivity(
                 writes=done.writes - queued.writes,
                 reads=done.reads - queued.reads - polls,
@@ -217,10 +227,13 @@ async def scenariokit_cpu(
                 f"started by {start}"
             )
             counted = own if hasattr(store, "activity") else None
-            drivers = None
-            if drivers_began is not None and drivers_ended is not None:
-                drivers = (drivers_ended[0] - drivers_began[0], drivers_ended[1] - drivers_began[1])
-            work = SchedulerWork(loop=loop, bench=bench, activity=counted, drivers=drivers)
+            drivers, workers_reaped = (
+                ended.since(began) if began is not None and ended is not None else None
+                for began, ended in zip(zygotes_began, zygotes_ended, strict=True)
+            )
+            work = SchedulerWork(
+                loop=loop, bench=bench, activity=counted, drivers=drivers, workers=workers_reaped
+            )
             per_run = report(label, count, took, sampler, "scheduler process (pool, store)", work, workers)
     return label, per_run
 

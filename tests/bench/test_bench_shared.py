@@ -301,17 +301,19 @@ import _shared
 
 zygote = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 own = float(zygote.stdout.readline())
-found = _shared.driver_zygote_of(os.getpid())
+found = _shared.zygote_of(os.getpid(), _shared.DRIVER_ZYGOTE)
+other = _shared.zygote_of(os.getpid(), _shared.WORKER_ZYGOTE)
 counted = _shared.reaped_and_own(zygote.pid)
 zygote.communicate("\\n")
-print(json.dumps([found == zygote.pid, counted, own, _shared.reaped_and_own(zygote.pid),
-                  _shared.driver_zygote_of(os.getpid())]))
+print(json.dumps([found == zygote.pid, other, counted.seconds, counted.minor_faults, counted.own_seconds,
+                  own, _shared.reaped_and_own(zygote.pid), _shared.zygote_of(os.getpid())]))
 """
 
 
 def test_a_zygotes_reaped_drivers_are_counted_apart_from_its_own_cpu(tmp_path: Path) -> None:
-    """``cpu.py`` counts the drivers a driver zygote forked from the CPU of the children it reaped:
-    the whole life of each, apart from the zygote's own; it finds the zygote by its command line."""
+    """``cpu.py`` counts the drivers a driver zygote forked (and the workers a worker zygote forked)
+    from what the children it reaped spent, CPU and minor page faults, the whole life of each, apart
+    from the zygote's own; it finds each zygote by its command line."""
     import json
     import subprocess
 
@@ -323,8 +325,9 @@ def test_a_zygotes_reaped_drivers_are_counted_apart_from_its_own_cpu(tmp_path: P
         [sys.executable, "-c", _FINDS_ITS_ZYGOTE, str(BENCH), str(node), str(script)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    found, (reaped, itself), own, after_exit, found_after_exit = json.loads(done.stdout)
-    assert found
+    found, other, reaped, faults, itself, own, after_exit, found_after_exit = json.loads(done.stdout)
+    assert found and other is None  # by its command line: a driver zygote's, not a worker zygote's
     assert reaped >= 0.19  # the child's 200 ms, summed by the kernel (/proc gives the sum in ticks)
+    assert faults > 100  # a Python's start writes hundreds of pages
     assert abs(itself - own) < 0.02  # the zygote's own, in /proc's ticks
     assert after_exit is None and found_after_exit is None
