@@ -80,6 +80,9 @@ _zygote_supported = executor.zygote_supported
 _bare: dict[int, float] = {}
 #: every process this bench starts is born in it, where the machine allows one (set by main)
 GROUP = CpuGroup()
+#: the sampled parts whose processes a zygote forks: the field of :class:`SchedulerWork` holding what
+#: it reaped, and what one such process is
+FORKED = {"Playwright driver (node)": ("drivers", "driver"), "worker Python": ("workers", "worker")}
 
 
 @attrs.frozen
@@ -133,9 +136,8 @@ def report(
           f"{per_run * 1000:.0f} ms CPU per run ({how}){ratio}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
     for component, cpu in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"    {component:34s} {cpu / count * 1000:7.0f} ms")
-        forked = {"Playwright driver (node)": ("drivers", "driver"), "worker Python": ("workers", "worker")}
-        if work is not None and component in forked:
-            children, one = forked[component]
+        if work is not None and component in FORKED:
+            children, one = FORKED[component]
             reaped = getattr(work, children)
             if reaped is not None:
                 faults = f"({reaped.minor_faults / count:.0f} minor page faults a run)"
