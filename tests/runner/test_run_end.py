@@ -42,11 +42,14 @@ class HeldKill:
 
 @pytest.fixture
 def held_kill(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldKill]:
-    """Every worker the pool stops waits for the test before it is killed (``stopping`` names them)."""
+    """Every worker the pool stops after a run or session waits for the test before it is killed
+    (``stopping`` names them)."""
     held = HeldKill()
     stop = WorkerPool._stop
 
     async def held_back(self: WorkerPool, worker: WorkerHandle, *args: Any) -> Any:
+        if not worker.used:  # a warm worker replaced (the pool's first ones, see docs/deployment.md)
+            return await stop(self, worker, *args)
         held.stopping.append(worker)
         await held.go.wait()
         return await stop(self, worker, *args)

@@ -260,8 +260,11 @@ async def test_hostile_steps_see_nothing_of_the_service_and_leak_nothing(
     # never, sandbox or not: the service's environment, the secret key, another tenant's secret
     names = found["os.environ"]
     assert not [name for name in names if name.startswith("SCENARIOKIT_")], names
+    # (the driver's compile cache and its launcher, for a worker started once the pool made them:
+    # read-only paths, docs/deployment.md "The driver zygote")
     assert set(names) <= {"HOME", "LANG", "PATH", "PWD", "TMPDIR", "PYTHONDONTWRITEBYTECODE",
-                          "PYTHONUNBUFFERED", "LC_ALL", "LC_CTYPE", "TZ"}  # fmt: skip
+                          "PYTHONUNBUFFERED", "LC_ALL", "LC_CTYPE", "TZ",
+                          "NODE_COMPILE_CACHE", "PLAYWRIGHT_NODEJS_PATH"}  # fmt: skip
     assert found["write own dir"] == "written"
     assert found["forged report"] >= 1, "the step found its pipe to the scheduler"
     assert not exists(Path(f"/tmp/scenariokit-pwned-{hostile.mark}")), "the scheduler ran a forged pickle"

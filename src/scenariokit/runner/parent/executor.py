@@ -206,6 +206,9 @@ class WorkerPool:
         self._retiring: set[asyncio.Task[None]] = set()
         self._closed = False
         self._node_cache_task: asyncio.Task[None] | None = None
+        #: whether that task has made (or given up on) all it makes: from then on, no worker is made
+        #: without it, and one that was is replaced while it is warm
+        self._drivers_prepared = False
         #: the control groups of its workers' runs (None: this machine gives this process none)
         self.run_groups: RunGroups | None = None
         self._zygote: Zygote | None = None
@@ -250,8 +253,12 @@ class WorkerPool:
             groups=self.run_groups,
             zygote=self._zygote,
         )
+        # what earlier pools of this process prepared, when it is all there, serves the first workers too
+        prepared = await asyncio.to_thread(self._prepared_before)
+        if prepared is not None:
+            self._launch = attrs.evolve(self._launch, node_cache=prepared)
         self._idle = asyncio.Queue()
-        self._node_cache_task = asyncio.ensure_future(self._fill_node_cache(browser))
+        self._node_cache_task = asyncio.ensure_future(self._prepare_drivers(browser))
         started = await asyncio.gather(
             *(self._start_worker() for _ in range(self.size + WARM_SPARES)), return_exceptions=True
         )
@@ -285,6 +292,63 @@ class WorkerPool:
     def zygote(self) -> Zygote | None:
         """The pool's fork server, when its workers start from one."""
         return self._zygote
+
+    def _prepared_before(self) -> NodeCache | None:
+        """All :meth:`_fill_node_cache` would give this pool's workers, when earlier pools of this
+        process made it already (blocking: it looks at their files and zygote); else None."""
+        known = _node_cache
+        if known is None or not known.is_dir():
+            return None
+        if not self._sandbox.driver_snapshot:
+            return NodeCache(compile_cache=known)
+        key = (self._launch.kind, self._sandbox.pass_env)
+        snapshot = _driver_snapshots.get(key)
+        if snapshot is None or not (snapshot / BLOB_NAME).is_file():
+            return None
+        if not self._sandbox.driver_zygote:
+            return NodeCache(compile_cache=known, snapshot=snapshot)
+        zygote = _driver_zygotes.get(key)
+        if zygote is None or not zygote.running:
+            return None
+        return NodeCache(compile_cache=known, snapshot=snapshot, zygote=zygote.folder)
+
+    async def _prepare_drivers(self, browser: BrowserConfig) -> None:
+        """Make what the drivers start with (:meth:`_fill_node_cache`), then have the warm workers
+        started before it was made replaced by workers that start with it."""
+        try:
+            await self._fill_node_cache(browser)
+        finally:  # what could be made serves the warm workers even when the rest could not
+            self._drivers_prepared = True
+            self._refresh_warm_workers()
+
+    def _refresh_warm_workers(self) -> None:
+        """Replace each warm worker made before the drivers' preparations were (see :meth:`_stale`).
+
+        A pool's first workers start at once, while it prepares the drivers' compile cache, snapshot
+        and zygote in the background: they load Playwright's driver the ordinary way, which costs a
+        run more memory (an unshared Node.js, the browser's network service in a process of its own)
+        and more CPU than a driver the zygote forks. The idle ones are stopped and replaced as soon as
+        the preparations are made, so that a service's first runs are as its later ones; a worker
+        that already took a run keeps it. Nothing is awaited: no run can take a worker meanwhile.
+        """
+        if self._closed or self._idle is None:
+            return
+        waiting = [self._idle.get_nowait() for _ in range(self._idle.qsize())]
+        for worker in waiting:
+            if self._stale(worker):
+                self._retire(worker)
+                self._replenish()
+            else:
+                self._idle.put_nowait(worker)
+
+    def _stale(self, worker: WorkerHandle) -> bool:
+        """Whether ``worker`` is warm and was made before the pool's drivers' preparations were all made."""
+        return (
+            self._drivers_prepared
+            and worker.ready
+            and not worker.used
+            and worker.node_cache != self._launch.node_cache
+        )
 
     async def _fill_node_cache(self, browser: BrowserConfig) -> None:
         """Give the workers started from now on the driver's compile cache and start-up snapshot.
@@ -578,6 +642,10 @@ class WorkerPool:
             self._workers.discard(worker)
             raise
         assert self._idle is not None
+        if self._stale(worker):  # started before the drivers' preparations were made, ready after them
+            self._retire(worker)
+            self._replenish()
+            return
         self._idle.put_nowait(worker)
 
     def _replenish(self) -> None:

@@ -155,6 +155,11 @@ class WorkerHandle:
         self.group: RunGroup | None = None
 
     @property
+    def node_cache(self) -> NodeCache | None:
+        """What the pool had prepared for the drivers when it made this worker (its driver starts so)."""
+        return self._launch.node_cache
+
+    @property
     def limits(self) -> ResourceLimits:
         """The run's limits."""
         return self._launch.config.limits
