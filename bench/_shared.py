@@ -26,9 +26,8 @@ import attrs
 from aiohttp import web
 from playwright.async_api import async_playwright, expect
 
-from scenariokit.domain.model import RunStatus, RunTimings
+from scenariokit.domain.model import RunTimings
 from scenariokit.formats.convert import make_converter
-from scenariokit.formats.queries import RunQuery
 from scenariokit.runner.confinement.cgroups import CGROUP_ROOT, PREFIX, own_groups
 from scenariokit.runner.confinement.processes import process_table, process_tree
 from scenariokit.runner.worker.browser import BrowserConfig, discover_browser
@@ -117,29 +116,6 @@ async def until_warm(pool: Any) -> None:
         if pool.ready_workers >= pool.size and not getattr(pool, "_retiring", ()):
             return
         await asyncio.sleep(0.05)
-
-
-async def past_first_workers(kit: Any, pool: Any, run: Mapping[str, str]) -> int:
-    """Have ``pool`` (``kit``'s runner's) use up the warm workers it started with; how many it had.
-
-    A pool starts its first workers at once, while it makes its drivers' compile cache, snapshot and
-    zygote in the background (``node_cache_made`` waits for those): those first workers load
-    Playwright's driver the ordinary way, and the first runs take them. A service up for a while has
-    used them up. A window measured after this starts as every later window does: each of its runs'
-    drivers forked by the driver zygote (which reaps it: what the zygote's children spent counts
-    each of the window's runs, not all but its first few), each warm worker made as the pool now
-    makes them. ``run`` is a run's body (scenario and environment), run once for each first worker.
-    """
-    await pool.node_cache_made()
-    await until_warm(pool)
-    first = pool.ready_workers
-    for _ in range(first):
-        await kit.runs.create(dict(run))
-    waiting = RunQuery(status=RunStatus.IN_PROGRESS, limit=1)
-    while (await kit.runs.list(waiting)).total:  # noqa: ASYNC110 - the store is what we watch
-        await asyncio.sleep(0.05)
-    await until_warm(pool)
-    return first
 
 
 def tree_environment(tree: Path) -> dict[str, str]:

@@ -59,7 +59,6 @@ from _shared import (
     CpuSampler,
     Reaped,
     bare_playwright,
-    past_first_workers,
     reaped_and_own,
     serve_page,
     tree_environment,
@@ -191,10 +190,8 @@ async def scenariokit_cpu(
             store = kit.services.store
             with CpuSampler(group=GROUP) as sampler:
                 scheduler = await kit.start_runner()
-                # what the pool makes in the background, and the first workers it started meanwhile,
-                # are a service's start: not in the window
-                body = {"scenarioId": str(scenarios[0].id), "environmentId": str(env.id)}
-                await past_first_workers(kit, scheduler.pool, body)
+                await scheduler.pool.node_cache_made()  # made in the background: not in the window
+                await until_warm(scheduler.pool)
                 sampler.baseline()
                 zygotes = [zygote_of(os.getpid(), kind) for kind in (DRIVER_ZYGOTE, WORKER_ZYGOTE)]
                 zygotes_began = [reaped_and_own(pid) if pid is not None else None for pid in zygotes]

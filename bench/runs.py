@@ -57,12 +57,12 @@ from _shared import (
     bare_playwright,
     fresh_context_floor,
     memory_peak,
-    past_first_workers,
     per_minute,
     serve_page,
     target_line,
     timeline_lines,
     tree_environment,
+    until_warm,
 )
 
 import scenariokit
@@ -97,11 +97,10 @@ async def through_scenariokit(
             ]
             # Worker start-up is a one-off, like installing the script; so is what the pool prepares
             # for its workers' drivers in the background (compile cache, snapshot, driver zygote,
-            # each with a browser launched to warm it up), and the first workers it started before
-            # it had them: a service that has been up a while has the one and has used up the other.
+            # each with a browser launched to warm it up): a service that has been up a while has it.
             scheduler = await kit.start_runner()
-            body = {"scenarioId": str(scenarios[0].id), "environmentId": str(env.id)}
-            await past_first_workers(kit, scheduler.pool, body)
+            await scheduler.pool.node_cache_made()
+            await until_warm(scheduler.pool)
             sampled = scheduler.pool.worker_pids if sample_memory else list
             async with memory_peak(sampled) as peak:
                 began = time.perf_counter()

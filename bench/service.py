@@ -45,11 +45,9 @@ from _shared import (
     target_line,
     timeline_lines,
     timings_of,
-    until_quiet,
     worker_children,
 )
 
-from scenariokit.runner.parent.executor import WARM_SPARES
 from scenariokit.settings import Settings
 
 API = "/api/v1"
@@ -80,12 +78,7 @@ async def the_service(url: str) -> AsyncIterator[tuple[Any, aiohttp.ClientSessio
             env = await create(http, f"{API}/environments", {"name": "bench", "data": {"url": url}})
             steps = [{"execCode": code} for code in STEPS]
             scenario = await create(http, f"{API}/scenarios", {"name": "bench", "steps": steps})
-            body = {"scenarioId": scenario["id"], "environmentId": env["id"]}
-            # The pool's first workers started before it had made its drivers' snapshot and zygote
-            # (they load the driver the ordinary way): a service up for a while has used them up.
-            await _queue_and_await(http, body, Settings().workers + WARM_SPARES)
-            await until_quiet([served.process.pid])  # and has its warm workers up again
-            yield served, http, body
+            yield served, http, {"scenarioId": scenario["id"], "environmentId": env["id"]}
 
 
 async def finished(http: aiohttp.ClientSession, ids: list[str]) -> list[dict[str, Any]]:

@@ -281,6 +281,7 @@ def test_a_processs_cpu_is_read_to_below_a_tick_with_its_ended_threads_in_it() -
         _shared.process_seconds(child.pid)
 
 
+
 #: the zygote's stand-in: a process named ``node`` with ``driver_zygote.js`` in its command line, which
 #: reaps a child that spent 200 ms, prints its own CPU, and waits for a line
 _REAPS_A_BUSY_CHILD = """
@@ -330,42 +331,3 @@ def test_a_zygotes_reaped_drivers_are_counted_apart_from_its_own_cpu(tmp_path: P
     assert faults > 100  # a Python's start writes hundreds of pages
     assert abs(itself - own) < 0.02  # the zygote's own, in /proc's ticks
     assert after_exit is None and found_after_exit is None
-
-
-@pytest.mark.browser
-async def test_past_its_first_workers_every_warm_worker_of_a_pool_has_a_driver_its_zygote_forked(
-    tmp_path: Path,
-) -> None:
-    """``cpu.py``, ``runs.py`` and ``service.py`` measure a pool past the workers it started before it
-    had its drivers' zygote: those load the driver the ordinary way, so the first runs of a window
-    that took them had no driver for the zygote to reap (``cpu.py``'s forked drivers once read 60 ms
-    a run over 10 runs and 80 over 40, all but the first three counted)."""
-    import scenariokit
-    from process_checks import children, skip_if_left_out
-    from scenariokit.runner.parent.executor import WARM_SPARES
-
-    runner, url = await _shared.serve_page()
-    try:
-        async with scenariokit.open_kit(f"sqlite:///{tmp_path / 'bench.db'}", workers=1) as kit:
-            env = await kit.environments.create({"name": "bench", "data": {"url": url}})
-            steps = [{"execCode": code} for code in _shared.STEPS]
-            scenario = await kit.scenarios.create({"name": "bench", "steps": steps})
-            pool = (await kit.start_runner()).pool
-            await pool.node_cache_made()
-            skip_if_left_out(pool, "the Playwright driver zygote")
-            await _shared.until_warm(pool)
-            zygote = _shared.zygote_of(os.getpid(), _shared.DRIVER_ZYGOTE)
-            assert zygote is not None, "the pool's driver zygote is not this process's child"
-            assert children(zygote) == []  # every warm worker loaded its driver the ordinary way
-
-            body = {"scenarioId": str(scenario.id), "environmentId": str(env.id)}
-            first = await _shared.past_first_workers(kit, pool, body)
-
-            assert first == pool.size + WARM_SPARES
-            for _ in range(600):  # the spare too
-                if pool.ready_workers == first:
-                    break
-                await asyncio.sleep(0.05)
-            assert len(children(zygote)) == pool.ready_workers == first  # one forked driver each
-    finally:
-        await runner.cleanup()
