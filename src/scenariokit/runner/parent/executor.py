@@ -136,6 +136,25 @@ _driver_zygotes: dict[tuple[SandboxKind, tuple[str, ...]], DriverZygote] = {}
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
+def _made_compile_cache() -> Path | None:
+    """The driver's compile cache this process filled, while its folder is there (blocking)."""
+    known = _node_cache
+    return known if known is not None and known.is_dir() else None
+
+
+def _made_snapshot(key: tuple[SandboxKind, tuple[str, ...]]) -> Path | None:
+    """The driver's start-up snapshot this process built for workers like ``key``'s, while its blob is
+    there (blocking)."""
+    snapshot = _driver_snapshots.get(key)
+    return snapshot if snapshot is not None and (snapshot / BLOB_NAME).is_file() else None
+
+
+def _running_zygote(key: tuple[SandboxKind, tuple[str, ...]]) -> DriverZygote | None:
+    """The driver zygote this process runs for workers like ``key``'s, while it runs."""
+    zygote = _driver_zygotes.get(key)
+    return zygote if zygote is not None and zygote.running else None
+
+
 def _node_failure(code: int | None, stderr: str) -> str:
     """What a failed Node said: the error it threw or V8's failed check, not its warnings and stack."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
@@ -296,19 +315,19 @@ class WorkerPool:
     def _prepared_before(self) -> NodeCache | None:
         """All :meth:`_fill_node_cache` would give this pool's workers, when earlier pools of this
         process made it already (blocking: it looks at their files and zygote); else None."""
-        known = _node_cache
-        if known is None or not known.is_dir():
+        known = _made_compile_cache()
+        if known is None:
             return None
         if not self._sandbox.driver_snapshot:
             return NodeCache(compile_cache=known)
         key = (self._launch.kind, self._sandbox.pass_env)
-        snapshot = _driver_snapshots.get(key)
-        if snapshot is None or not (snapshot / BLOB_NAME).is_file():
+        snapshot = _made_snapshot(key)
+        if snapshot is None:
             return None
         if not self._sandbox.driver_zygote:
             return NodeCache(compile_cache=known, snapshot=snapshot)
-        zygote = _driver_zygotes.get(key)
-        if zygote is None or not zygote.running:
+        zygote = _running_zygote(key)
+        if zygote is None:
             return None
         return NodeCache(compile_cache=known, snapshot=snapshot, zygote=zygote.folder)
 
@@ -354,20 +373,20 @@ class WorkerPool:
         """Give the workers started from now on the driver's compile cache and start-up snapshot.
 
         Each is made once and serves every pool of this process (made by the first, in the
-        background: the first workers start without them); a failure only means workers load the
-        driver's code themselves, as they did before.
+        background: the first pool's first workers start without them, and are replaced once they
+        are made); a failure only means workers load the driver's code themselves, as they did before.
         """
         global _node_cache
-        known = _node_cache
-        if known is None or not await asyncio.to_thread(known.is_dir):
+        known = await asyncio.to_thread(_made_compile_cache)
+        if known is None:
             known = _node_cache = await self._filled_node_cache(browser)
         if known is not None and not self._closed:
             self._launch = attrs.evolve(self._launch, node_cache=NodeCache(compile_cache=known))
         if not self._sandbox.driver_snapshot or self._closed:
             return
         key = (self._launch.kind, self._sandbox.pass_env)
-        snapshot = _driver_snapshots.get(key)
-        if snapshot is None or not await asyncio.to_thread((snapshot / BLOB_NAME).is_file):
+        snapshot = await asyncio.to_thread(_made_snapshot, key)
+        if snapshot is None:
             snapshot = await self._built_driver_snapshot(self._launch.kind, known, browser)
             if snapshot is None:
                 return
@@ -378,13 +397,13 @@ class WorkerPool:
             )
         if not self._sandbox.driver_zygote or self._closed:
             return
-        zygote = _driver_zygotes.get(key)
-        if zygote is None or not zygote.running:
+        zygote = _running_zygote(key)
+        if zygote is None:
             zygote = await self._started_driver_zygote(self._launch.kind, known, snapshot, browser)
             if zygote is None:
                 return
-            running = _driver_zygotes.get(key)
-            if running is not None and running.running:  # another pool's start won: its zygote serves
+            running = _running_zygote(key)
+            if running is not None:  # another pool's start won: its zygote serves
                 await asyncio.to_thread(_stop_driver_zygote, zygote)
                 zygote = running
             else:
