@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import shutil
 import signal
 import socket
@@ -28,7 +27,7 @@ from playwright.async_api import async_playwright, expect
 
 from scenariokit.domain.model import RunTimings
 from scenariokit.formats.convert import make_converter
-from scenariokit.runner.confinement.cgroups import CGROUP_ROOT, PREFIX, own_groups
+from scenariokit.runner.confinement.cgroups import CGROUP_ROOT, own_groups, run_group_members
 from scenariokit.runner.confinement.processes import process_table, process_tree
 from scenariokit.runner.worker.browser import BrowserConfig, discover_browser
 
@@ -573,34 +572,6 @@ class MemoryPeak:
 
 #: peak PSS one run's processes (worker, driver, browsers) may reach with the headless shell (issue 31)
 PSS_TARGET_MIB = 300
-
-
-#: a run's control group (``runner/confinement/cgroups.py``): ``…/scenariokit-<pool>/run-<n>``
-_RUN_GROUP = re.compile(rf"/{re.escape(PREFIX)}[^/]+/run-\d+$")
-
-
-def run_group_members(pid: int) -> set[int] | None:
-    """Every process in the run control group ``pid`` is in, or None when it is in none.
-
-    A run's group holds its worker and everything the run started, also what is not the worker's
-    descendant: a driver the driver zygote forked for it, and that driver's browser.
-    """
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if not _RUN_GROUP.search(path):
-            continue
-        hierarchy = controllers.removeprefix("name=")
-        for folder in (CGROUP_ROOT / hierarchy, CGROUP_ROOT / "unified", CGROUP_ROOT):
-            try:
-                listed = (folder / path.lstrip("/") / "cgroup.procs").read_text().split()
-            except OSError:
-                continue
-            return {int(member) for member in listed}
-    return None
 
 
 def target_line(label: str, ratio: float, at_least: float) -> str:

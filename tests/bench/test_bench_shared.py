@@ -53,13 +53,13 @@ def test_the_scale_line_gives_the_claims_median_and_95th_percentile() -> None:
 
 
 def test_one_runs_memory_is_its_run_control_groups_and_a_process_in_none_has_none() -> None:
-    from scenariokit.runner.confinement.cgroups import PREFIX
+    from scenariokit.runner.confinement.cgroups import PREFIX, RUN_GROUP
 
     # the groups a pool makes (runner/confinement/cgroups.py), v2 and v1 paths alike
     for path in (f"/{PREFIX}4026531836-812-tag/run-3", f"/process_api/x/{PREFIX}4026531836-812/run-12"):
-        assert _shared._RUN_GROUP.search(path)
+        assert RUN_GROUP.search(path)
     for path in (f"/{PREFIX}4026531836-812", f"/{PREFIX}4026531836-812/probe", "/run-3"):
-        assert not _shared._RUN_GROUP.search(path)
+        assert not RUN_GROUP.search(path)
     assert _shared.run_group_members(os.getpid()) is None  # this test process is no run
 
 

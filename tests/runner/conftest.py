@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 
 from scenariokit.domain.job import RunEvent, RunFinished, RunJob, SessionReleased, StepJob, StepStarted
-from scenariokit.runner.confinement.cgroups import PREFIX
+from scenariokit.runner.confinement.cgroups import run_group_members
 from scenariokit.runner.confinement.processes import process_table, process_tree
 from scenariokit.runner.confinement.sandbox import SandboxConfig
 from scenariokit.runner.parent.executor import WorkerPool
@@ -128,25 +128,10 @@ def browsers_started_by(browser_marker: str) -> Callable[[int], set[int]]:
     the zygote's child, and so its browser, but it joins the run's group)."""
 
     def started_by(worker_pid: int) -> set[int]:
-        marked = _marked_browser_pids(browser_marker)
-        return (process_tree(worker_pid) & marked) | in_the_run_group_of(worker_pid, marked)
+        group = run_group_members(worker_pid) or set()
+        return (process_tree(worker_pid) | group) & _marked_browser_pids(browser_marker)
 
     return started_by
-
-
-def in_the_run_group_of(pid: int, pids: set[int]) -> set[int]:
-    """Those of ``pids`` in the same control groups as ``pid``, when ``pid`` is in a run's group."""
-    own = _control_groups(pid)
-    if own is None or f"/{PREFIX}" not in own:  # no run group: every process of the service shares its
-        return set()
-    return {other for other in pids if _control_groups(other) == own}
-
-
-def _control_groups(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/cgroup").read_text()
-    except OSError:
-        return None
 
 
 @pytest.fixture

@@ -298,6 +298,33 @@ def _candidates(root: Path, own: dict[str, str]) -> Iterable[_Place]:
 #: whose pid it is (another container may share the hierarchy), so only this namespace's dead are removed
 PREFIX = "scenariokit-"
 _NAME = re.compile(rf"{PREFIX}(\d+)-(\d+)(-.*)?")
+#: a run's group, as :meth:`RunGroups.create` names it, in a process's folder:
+#: ``…/scenariokit-<namespace>-<pid>[-<tag>]/run-<n>``
+RUN_GROUP = re.compile(rf"/{re.escape(PREFIX)}[^/]+/run-\d+$")
+
+
+def run_group_members(pid: int) -> set[int] | None:
+    """Every process in the run control group ``pid`` is in, or None when it is in none.
+
+    A run's group holds its worker and everything the run started, also what is not the worker's
+    descendant: a driver the driver zygote forked for it, and that driver's browser.
+    """
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if not RUN_GROUP.search(path):
+            continue
+        hierarchy = controllers.removeprefix("name=")
+        for folder in (CGROUP_ROOT / hierarchy, CGROUP_ROOT / "unified", CGROUP_ROOT):
+            try:
+                listed = (folder / path.lstrip("/") / "cgroup.procs").read_text().split()
+            except OSError:
+                continue
+            return {int(member) for member in listed}
+    return None
 
 
 def _pid_namespace() -> int:
