@@ -23,6 +23,7 @@ from scenariokit.runner.confinement.sandbox import (
     parse_sandbox_mode,
 )
 from scenariokit.runner.parent.capacity import default_workers
+from scenariokit.runner.worker.browser import parse_browser_args
 from scenariokit.services import RunSettings
 from scenariokit.storage.opening import DEFAULT_DATABASE_URL
 from scenariokit.storage.sqlalchemy import sqlite_path
@@ -117,6 +118,9 @@ class Settings:
     sandbox: SandboxMode = attrs.field(default="auto", validator=attrs.validators.in_(SANDBOX_MODES))
     #: how much memory step code may allocate in one run
     run_memory_mb: int = attrs.field(default=DEFAULT_MEMORY_MB, validator=_positive)
+    #: Chromium switches every launch adds (``SCENARIOKIT_BROWSER_ARGS``; docs/deployment.md): read by the
+    #: runner's browser discovery, checked here so that a server does not start with switches no run can use
+    browser_args: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     #: whether workers start the Playwright driver from a snapshot the pool builds (docs/deployment.md)
     driver_snapshot: bool = True
     #: whether each run's driver is forked from a driver zygote where Node.js can run one (docs/deployment.md)
@@ -243,6 +247,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "run_scheduler": ("SCENARIOKIT_RUN_SCHEDULER", parse_flag),
     "sandbox": ("SCENARIOKIT_SANDBOX", parse_sandbox_mode),
     "run_memory_mb": ("SCENARIOKIT_RUN_MEMORY_MB", parse_memory_mb),
+    "browser_args": ("SCENARIOKIT_BROWSER_ARGS", parse_browser_args),
     "driver_snapshot": ("SCENARIOKIT_DRIVER_SNAPSHOT", parse_flag),
     "driver_zygote": ("SCENARIOKIT_DRIVER_ZYGOTE", parse_flag),
     "authoring_max": ("SCENARIOKIT_AUTHORING_MAX", _positive_whole),

@@ -88,6 +88,8 @@ def test_overrides_win_and_none_is_ignored() -> None:
         ("SCENARIOKIT_RUN_MEMORY_MB", "8"),
         ("SCENARIOKIT_DRIVER_SNAPSHOT", "off"),
         ("SCENARIOKIT_DRIVER_ZYGOTE", "maybe"),
+        ("SCENARIOKIT_BROWSER_ARGS", "--user-data-dir=/tmp/profile"),
+        ("SCENARIOKIT_BROWSER_ARGS", "about:blank"),
         ("SCENARIOKIT_AUTHORING_MAX", "0"),
         ("SCENARIOKIT_AUTHORING_IDLE_SECONDS", "-5"),
     ],
@@ -125,6 +127,17 @@ async def test_health_says_which_limits_each_runs_control_group_has(client: Clie
     assert set(body["runGroups"]) <= {"memory", "pids"}
     if os.geteuid() == 0 and ROOT_ON_CGROUP_V1:
         assert "memory" in body["runGroups"]
+
+
+def test_browser_args_are_read_and_a_reserved_switch_stops_the_server_saying_why() -> None:
+    settings = Settings.from_env({"SCENARIOKIT_BROWSER_ARGS": "--disable-software-rasterizer '--lang=de'"})
+    assert settings.browser_args == ("--disable-software-rasterizer", "--lang=de")
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SCENARIOKIT_BROWSER_ARGS": "--remote-debugging-port=9222"})
+    assert str(refused.value) == (
+        "SCENARIOKIT_BROWSER_ARGS='--remote-debugging-port=9222' is invalid: --remote-debugging-port may not"
+        " be given: it would open the browser to whoever reaches the port"
+    )
 
 
 def test_sandbox_settings_are_read() -> None:

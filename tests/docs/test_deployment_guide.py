@@ -96,3 +96,27 @@ def test_a_variable_that_cannot_be_used_stops_the_command_naming_it(tmp_path: Pa
         timeout=60,
     )
     assert done.returncode == 2 and "SCENARIOKIT_WORKERS='four' is invalid" in done.stderr
+
+
+def test_the_browser_switches_example_is_taken_and_a_reserved_switch_stops_serve(tmp_path: Path) -> None:
+    from scenariokit.runner.worker.browser import discover_browser
+
+    block = code_block(DEPLOYMENT_MD, after="#### Chromium switches of your own", lang="sh")
+    found = re.search(r'export SCENARIOKIT_BROWSER_ARGS="([^"]+)"', block)
+    assert found is not None and "--disable-software-rasterizer" in found[1]
+    config = discover_browser({**os.environ, "SCENARIOKIT_BROWSER_ARGS": found[1]})
+    assert config.args == tuple(found[1].split()) and config.launch_args[-len(config.args) :] == [*config.args]
+
+    done = subprocess.run(
+        ["scenariokit", "serve", "--no-scheduler", "--port", str(free_port())],
+        cwd=tmp_path,
+        env=clean_env(SCENARIOKIT_BROWSER_ARGS="--user-data-dir=/tmp/profile"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert (
+        "SCENARIOKIT_BROWSER_ARGS='--user-data-dir=/tmp/profile' is invalid: --user-data-dir may not be given"
+        in done.stderr
+    )

@@ -81,3 +81,19 @@ async def test_runs_use_the_remote_browser_and_launch_none(
         )
         result = await asyncio.wait_for(kit.run(scenario.id, environment_id=env.id, timeout=60), 90)
     assert result.run.status is scenariokit.RunStatus.PASS, result.run.error
+
+
+async def test_browser_args_with_a_remote_browser_fail_each_run_saying_why(
+    browser_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, site: Any
+) -> None:
+    """Switches for a browser the workers do not launch would be lost: runs fail naming the variable."""
+    monkeypatch.setenv("SCENARIOKIT_BROWSER_WS", browser_server)
+    monkeypatch.setenv("SCENARIOKIT_BROWSER_ARGS", "--disable-software-rasterizer")
+    async with scenariokit.open_kit(f"sqlite:///{tmp_path / 'remote.db'}", workers=1) as kit:
+        env = await kit.environments.create({"name": "site", "data": {"url": site.url}})
+        scenario = await kit.scenarios.create({"name": "remote", "steps": [{"execCode": "print('never')"}]})
+        result = await asyncio.wait_for(kit.run(scenario.id, environment_id=env.id, timeout=60), 90)
+    assert result.run.status is scenariokit.RunStatus.FAIL
+    assert result.run.error is not None
+    said = "SCENARIOKIT_BROWSER_ARGS is set, but a remote browser (SCENARIOKIT_BROWSER_WS)"
+    assert said in result.run.error.message

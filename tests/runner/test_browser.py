@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import attrs
@@ -10,8 +11,12 @@ import pytest
 
 from process_checks import descendants
 from scenariokit.domain.errors import BrowserUnavailable
+from scenariokit.domain.job import RunEvent, RunFinished, RunJob
+from scenariokit.runner.confinement.sandbox import SandboxConfig
+from scenariokit.runner.parent.executor import WorkerPool
 from scenariokit.runner.worker.browser import (
     DEFAULT_ARGS,
+    RESERVED_SWITCHES,
     BrowserConfig,
     browser_build,
     browser_status,
@@ -19,6 +24,9 @@ from scenariokit.runner.worker.browser import (
     playwright_browser_path,
     playwright_chromium_path,
 )
+
+JobFactory = Callable[..., RunJob]
+Runner = Callable[..., Awaitable[tuple[RunFinished, list[RunEvent]]]]
 
 
 def executable_file(path: Path, content: bytes) -> Path:
@@ -292,3 +300,133 @@ async def test_a_launched_browser_runs_no_zygote_and_no_gpu_process_and_renders_
             finally:
                 await browser.close()
     assert shots[0] == shots[1]
+
+
+# --- SCENARIOKIT_BROWSER_ARGS ------------------------------------------------------------------------
+
+#: WebGL in a page: what the switch of the example in docs/deployment.md turns off
+HAS_WEBGL = "() => document.createElement('canvas').getContext('webgl') !== null"
+
+
+def test_browser_args_are_split_as_a_shell_splits_them_and_come_after_the_default_flags(
+    no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    custom = executable(tmp_path / "custom" / "chrome")
+    env = {
+        **no_playwright_browser,
+        "SCENARIOKIT_BROWSER_PATH": str(custom),
+        "SCENARIOKIT_BROWSER_ARGS": "--disable-software-rasterizer  '--user-agent=Probe 1.0' --lang=de",
+    }
+
+    config = discover_browser(env)
+
+    wanted = ("--disable-software-rasterizer", "--user-agent=Probe 1.0", "--lang=de")
+    assert config.args == wanted
+    assert config.launch_args[-len(DEFAULT_ARGS) - 3 :] == [*DEFAULT_ARGS, *wanted]
+    found = executable(tmp_path / "empty-bin" / "chromium-headless-shell")  # found on PATH: the same
+    env.pop("SCENARIOKIT_BROWSER_PATH")
+    assert discover_browser(env) == BrowserConfig(executable=str(found), args=wanted)
+    assert discover_browser({**env, "SCENARIOKIT_BROWSER_ARGS": "  "}).args == ()
+
+
+@pytest.mark.parametrize("switch", sorted(RESERVED_SWITCHES))
+def test_a_switch_the_runner_or_playwright_sets_is_refused_with_why(
+    switch: str, no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    executable(tmp_path / "empty-bin" / "chromium-headless-shell")
+    env = {**no_playwright_browser, "SCENARIOKIT_BROWSER_ARGS": f"--lang=de {switch}=x"}
+
+    with pytest.raises(BrowserUnavailable) as refused:
+        discover_browser(env)
+
+    assert str(refused.value) == (
+        f"SCENARIOKIT_BROWSER_ARGS: {switch} may not be given: {RESERVED_SWITCHES[switch]}"
+    )
+    assert browser_status(env) == "missing"  # /health says runs cannot launch the browser as configured
+
+
+NOT_A_SWITCH = "is not a switch: each word must be --name or --name=value"
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        ("about:blank", f"'about:blank' {NOT_A_SWITCH}"),
+        ("--lang=de -x", f"'-x' {NOT_A_SWITCH}"),
+        ("--", f"'--' {NOT_A_SWITCH}"),
+        ("'--a b=c'", f"'--a b=c' {NOT_A_SWITCH}"),
+        ("--lang='de", "cannot be split into switches: No closing quotation"),
+    ],
+)
+def test_words_that_are_not_switches_are_refused_naming_the_word(
+    given: str, error: str, no_playwright_browser: dict[str, str], tmp_path: Path
+) -> None:
+    executable(tmp_path / "empty-bin" / "chromium-headless-shell")
+
+    with pytest.raises(BrowserUnavailable) as refused:
+        discover_browser({**no_playwright_browser, "SCENARIOKIT_BROWSER_ARGS": given})
+
+    assert str(refused.value) == f"SCENARIOKIT_BROWSER_ARGS: {error}"
+
+
+def test_browser_args_with_a_remote_browser_are_refused(no_playwright_browser: dict[str, str]) -> None:
+    env = {
+        **no_playwright_browser,
+        "SCENARIOKIT_BROWSER_WS": "ws://127.0.0.1:3000/pw",
+        "SCENARIOKIT_BROWSER_ARGS": "--lang=de",
+    }
+
+    with pytest.raises(BrowserUnavailable) as refused:
+        discover_browser(env)
+
+    assert "a remote browser (SCENARIOKIT_BROWSER_WS) is launched by its own server" in str(refused.value)
+
+
+@pytest.mark.browser
+async def test_without_the_software_rasterizer_a_page_has_no_webgl_and_renders_the_same() -> None:
+    """The example of docs/deployment.md: no WebGL, and every other page looks exactly as it did."""
+    from playwright.async_api import async_playwright
+
+    config = discover_browser()
+    page_html = (
+        "<body style='background:linear-gradient(90deg,#f00,#00f)'><h1>Hello</h1><p style='transform:"
+        "rotate(3deg);box-shadow:4px 4px 8px #000;opacity:.8'>Shadow, opacity, a 2D transform</p>"
+        "<canvas id=c width=120 height=60></canvas><script>const g=document.getElementById('c')"
+        ".getContext('2d');g.fillStyle='green';g.fillRect(10,10,50,30)</script></body>"
+    )
+    shots, webgl = [], []
+    async with async_playwright() as playwright:
+        for args in ((), ("--disable-software-rasterizer",)):
+            browser = await playwright.chromium.launch(**attrs.evolve(config, args=args).launch_options())
+            try:
+                page = await browser.new_page()
+                await page.set_content(page_html)
+                shots.append(await page.screenshot())
+                webgl.append(await page.evaluate(HAS_WEBGL))
+            finally:
+                await browser.close()
+    assert webgl == [True, False]
+    assert shots[0] == shots[1]
+
+
+@pytest.mark.browser
+@pytest.mark.asyncio(loop_scope="session")  # the shared pool's loop
+async def test_browser_args_reach_the_browser_of_every_run_of_a_pool(
+    run: Runner,
+    make_job: JobFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    marked_sandbox_with: Callable[..., SandboxConfig],
+) -> None:
+    has_webgl = f"assert await page.evaluate({HAS_WEBGL!r})"
+    outcome, _ = await run(make_job(has_webgl))  # the shared pool launches with no switch of its own
+    assert outcome.status == "pass", outcome.error
+
+    monkeypatch.setenv("SCENARIOKIT_BROWSER_ARGS", "--disable-software-rasterizer")
+    pool = WorkerPool(1, browser=discover_browser(), sandbox=marked_sandbox_with())
+    try:
+        await pool.start()
+        for _ in range(2):  # the pool's first worker, and one it started once the first was taken
+            outcome, _ = await run(make_job(f"assert not await page.evaluate({HAS_WEBGL!r})"), pool)
+            assert outcome.status == "pass", outcome.error
+    finally:
+        await pool.close()

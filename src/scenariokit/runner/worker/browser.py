@@ -6,7 +6,8 @@ Discovery order (docs/deployment.md "Workers and browsers"):
 (Playwright's ``chromium_headless_shell-*`` install, else ``chromium-headless-shell`` on ``PATH``), then
 full Chromium (Playwright's ``chromium-*`` install, else ``chromium`` on ``PATH``). Headed runs skip the
 headless shell, which cannot show a window. Finding none raises :class:`BrowserUnavailable` naming
-every place tried.
+every place tried. ``SCENARIOKIT_BROWSER_ARGS`` adds Chromium switches to every launch
+(:func:`browser_args`).
 
 The headless shell is the build Playwright itself runs for headless by default: without the browser
 UI it starts in a third of the time and closes faster, which is most of a short run's cost.
@@ -18,6 +19,7 @@ import functools
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -31,6 +33,7 @@ from scenariokit.domain.errors import BrowserUnavailable
 
 BROWSER_PATH_ENV = "SCENARIOKIT_BROWSER_PATH"
 BROWSER_WS_ENV = "SCENARIOKIT_BROWSER_WS"
+BROWSER_ARGS_ENV = "SCENARIOKIT_BROWSER_ARGS"
 HEADLESS_SHELL_NAMES = ("chromium-headless-shell",)
 SYSTEM_BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
@@ -53,6 +56,24 @@ DEFAULT_ARGS = (
     "--no-zygote",
     "--in-process-gpu",
 )
+
+#: Switches ``SCENARIOKIT_BROWSER_ARGS`` may not carry, and why: each is the runner's or Playwright's
+#: own, and Chromium keeps only the last of a switch, so a second one would silently replace it.
+RESERVED_SWITCHES = {
+    "--user-data-dir": "each run's browser profile is the runner's own, fresh for the run",
+    "--remote-debugging-pipe": "Playwright drives the browser through it",
+    "--remote-debugging-port": "it would open the browser to whoever reaches the port",
+    "--remote-debugging-address": "it would open the browser to whoever reaches the port",
+    "--headless": "headless or headed is the runner's choice (headless unless a run is headed)",
+    "--enable-features": (
+        "Chromium keeps only the last --enable-features, and it would replace the features Playwright "
+        "and scenariokit enable"
+    ),
+    "--disable-features": (
+        "Chromium keeps only the last --disable-features, and it would replace the list Playwright "
+        "turns off for automation"
+    ),
+}
 
 _CHROME_FOR_TESTING_MAC = ("Google Chrome for Testing.app", "Contents", "MacOS", "Google Chrome for Testing")
 
@@ -248,12 +269,18 @@ def discover_browser(env: Mapping[str, str] = os.environ, *, headless: bool = Tr
     looks for full Chromium only. Raises :class:`BrowserUnavailable` naming every place tried.
     """
     ws_endpoint = env.get(BROWSER_WS_ENV)
+    args = browser_args(env)
     if ws_endpoint:
+        if args:
+            raise BrowserUnavailable(
+                f"{BROWSER_ARGS_ENV} is set, but a remote browser ({BROWSER_WS_ENV}) is launched by its own "
+                f"server: give its switches there, or unset {BROWSER_ARGS_ENV}"
+            )
         return BrowserConfig(ws_endpoint=ws_endpoint, headless=headless, kind="remote")
     configured = env.get(BROWSER_PATH_ENV)
     if configured:
         if _is_executable(configured):
-            return BrowserConfig(executable=configured, headless=headless, kind="configured")
+            return BrowserConfig(executable=configured, headless=headless, args=args, kind="configured")
         raise BrowserUnavailable(
             f"{BROWSER_PATH_ENV}={configured} is not an executable file: point it at a Chromium executable "
             "or unset it to use the headless shell or Chromium installed on this machine"
@@ -266,13 +293,14 @@ def discover_browser(env: Mapping[str, str] = os.environ, *, headless: bool = Tr
     for kind, names in kinds:
         own = next(installed_playwright_browsers(kind, env), None)
         if own is not None:
-            return BrowserConfig(executable=str(own), headless=headless, kind=kind)
+            return BrowserConfig(executable=str(own), headless=headless, args=args, kind=kind)
         root = _playwright_browsers_root(env, _playwright_package())
         tried.append(f"Playwright's {kind} ({root / _folder_name(kind, '*')})")
         for name in names:
             found = shutil.which(name, path=search_path)
             if found:
-                return BrowserConfig(executable=past_launcher_script(found), headless=headless, kind=kind)
+                executable = past_launcher_script(found)
+                return BrowserConfig(executable=executable, headless=headless, args=args, kind=kind)
         tried.append(f"{', '.join(names)} on PATH")
     install = "`apt-get install chromium-headless-shell` (Debian) or `playwright install chromium`"
     if not headless:
@@ -283,6 +311,34 @@ def discover_browser(env: Mapping[str, str] = os.environ, *, headless: bool = Tr
         + f". Install one with {install}, set {BROWSER_PATH_ENV} to a Chromium executable, "
         f"or set {BROWSER_WS_ENV} to a Playwright server."
     )
+
+
+def browser_args(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """The switches ``SCENARIOKIT_BROWSER_ARGS`` adds to every launch (:func:`parse_browser_args`);
+    a value that cannot be used raises :class:`BrowserUnavailable` naming the variable and why."""
+    try:
+        return parse_browser_args(env.get(BROWSER_ARGS_ENV, ""))
+    except ValueError as exc:
+        raise BrowserUnavailable(f"{BROWSER_ARGS_ENV}: {exc}") from None
+
+
+def parse_browser_args(text: str) -> tuple[str, ...]:
+    """Chromium switches from ``text``, split as a shell splits words.
+
+    Each must be a switch (``--name`` or ``--name=value``) and none one of :data:`RESERVED_SWITCHES`;
+    else :class:`ValueError` names the word and why.
+    """
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ValueError(f"cannot be split into switches: {exc}") from None
+    for word in words:
+        name = word.split("=", 1)[0]
+        if not name.startswith("--") or len(name) < 3 or any(c.isspace() for c in name):
+            raise ValueError(f"{word!r} is not a switch: each word must be --name or --name=value")
+        if name in RESERVED_SWITCHES:
+            raise ValueError(f"{name} may not be given: {RESERVED_SWITCHES[name]}")
+    return tuple(words)
 
 
 #: a launcher script's one command: an absolute path given the script's own arguments, nothing else
