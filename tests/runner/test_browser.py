@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -269,37 +270,50 @@ def _process_type(pid: int) -> str:
     return types[0] if types else "browser"
 
 
-@pytest.mark.browser
-async def test_a_launched_browser_runs_no_zygote_and_no_gpu_process_and_renders_the_same() -> None:
-    """Two processes fewer per run (DEFAULT_ARGS), and a page looks exactly as it does without that."""
+#: a page drawn as pages are without a GPU: a gradient, text, a shadow, opacity, a 2D transform, a 2D canvas
+DRAWN_PAGE = (
+    "<body style='background:linear-gradient(90deg,#f00,#00f)'><h1>Hello</h1><p style='transform:"
+    "rotate(3deg);box-shadow:4px 4px 8px #000;opacity:.8'>Shadow, opacity, a 2D transform</p>"
+    "<canvas id=c width=120 height=60></canvas><script>const g=document.getElementById('c')"
+    ".getContext('2d');g.fillStyle='green';g.fillRect(10,10,50,30)</script></body>"
+)
+
+
+async def drawn(
+    launches: Sequence[dict[str, Any]], look: Callable[[Any], Awaitable[Any]]
+) -> list[tuple[bytes, Any]]:
+    """:data:`DRAWN_PAGE`'s screenshot in a browser launched with each of ``launches``, with what ``look``
+    found (given the page) while that browser was up."""
     from playwright.async_api import async_playwright
 
-    config = discover_browser()
-    page_html = (
-        "<body style='background:linear-gradient(90deg,#f00,#00f)'><h1>Hello</h1>"
-        "<canvas id=c width=120 height=60></canvas><script>const g=document.getElementById('c')"
-        ".getContext('2d');g.fillStyle='green';g.fillRect(10,10,50,30)</script></body>"
-    )
-    shots = []
+    seen = []
     async with async_playwright() as playwright:
-        for options in (
-            config.launch_options(),
-            attrs.evolve(config).launch_options()
-            | {"args": [a for a in config.launch_args if a not in ("--no-zygote", "--in-process-gpu")]},
-        ):
+        for options in launches:
             browser = await playwright.chromium.launch(**options)
             try:
                 page = await browser.new_page()
-                await page.set_content(page_html)
-                shots.append(await page.screenshot())
-                if len(shots) == 1:
-                    driver = os.getpid()
-                    kinds = {_process_type(pid) for pid in descendants(driver)}
-                    assert "renderer" in kinds, kinds
-                    assert "zygote" not in kinds and "gpu-process" not in kinds, kinds
+                await page.set_content(DRAWN_PAGE)
+                seen.append((await page.screenshot(), await look(page)))
             finally:
                 await browser.close()
-    assert shots[0] == shots[1]
+    return seen
+
+
+@pytest.mark.browser
+async def test_a_launched_browser_runs_no_zygote_and_no_gpu_process_and_renders_the_same() -> None:
+    """Two processes fewer per run (DEFAULT_ARGS), and a page looks exactly as it does without that."""
+    config = discover_browser()
+
+    async def kinds(_: Any) -> set[str]:
+        return {_process_type(pid) for pid in descendants(os.getpid())}
+
+    without = [a for a in config.launch_args if a not in ("--no-zygote", "--in-process-gpu")]
+    (shot, found), (other_shot, _) = await drawn(
+        [config.launch_options(), config.launch_options() | {"args": without}], kinds
+    )
+    assert "renderer" in found, found
+    assert "zygote" not in found and "gpu-process" not in found, found
+    assert shot == other_shot
 
 
 # --- SCENARIOKIT_BROWSER_ARGS ------------------------------------------------------------------------
@@ -385,28 +399,20 @@ def test_browser_args_with_a_remote_browser_are_refused(no_playwright_browser: d
 @pytest.mark.browser
 async def test_without_the_software_rasterizer_a_page_has_no_webgl_and_renders_the_same() -> None:
     """The example of docs/deployment.md: no WebGL, and every other page looks exactly as it did."""
-    from playwright.async_api import async_playwright
-
     config = discover_browser()
-    page_html = (
-        "<body style='background:linear-gradient(90deg,#f00,#00f)'><h1>Hello</h1><p style='transform:"
-        "rotate(3deg);box-shadow:4px 4px 8px #000;opacity:.8'>Shadow, opacity, a 2D transform</p>"
-        "<canvas id=c width=120 height=60></canvas><script>const g=document.getElementById('c')"
-        ".getContext('2d');g.fillStyle='green';g.fillRect(10,10,50,30)</script></body>"
+
+    async def webgl(page: Any) -> bool:
+        return bool(await page.evaluate(HAS_WEBGL))
+
+    (shot, with_webgl), (other_shot, without_webgl) = await drawn(
+        [
+            attrs.evolve(config, args=args).launch_options()
+            for args in ((), ("--disable-software-rasterizer",))
+        ],
+        webgl,
     )
-    shots, webgl = [], []
-    async with async_playwright() as playwright:
-        for args in ((), ("--disable-software-rasterizer",)):
-            browser = await playwright.chromium.launch(**attrs.evolve(config, args=args).launch_options())
-            try:
-                page = await browser.new_page()
-                await page.set_content(page_html)
-                shots.append(await page.screenshot())
-                webgl.append(await page.evaluate(HAS_WEBGL))
-            finally:
-                await browser.close()
-    assert webgl == [True, False]
-    assert shots[0] == shots[1]
+    assert (with_webgl, without_webgl) == (True, False)
+    assert shot == other_shot
 
 
 @pytest.mark.browser
