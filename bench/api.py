@@ -14,7 +14,9 @@ same client, in the same run, loads
   every request, ``/metrics``' request timing and the audit log (what a team deployment runs), beside
   the same server with the three taken out (``--serve-without-ops``: the scope check, the metrics
   middleware and the audit entries replaced by nothing, in this file's child process only; the
-  product has no switch for them). ``--no-ops`` leaves it out.
+  product has no switch for them), both up at once and sent their one-at-a-time requests in turn, so
+  that their CPU a request is read over the same stretch of the machine's speed. ``--no-ops`` leaves
+  it out.
 
 ``--against TREE`` measures instead this checkout's code and the one at ``TREE`` (an older release,
 say: ``git worktree add /tmp/old 7068aa4``) in turn, ``--pairs`` times on each database (one
@@ -251,6 +253,15 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+@dataclass(frozen=True)
+class Served:
+    """A server measured one request at a time: its URL, its process, the headers each request carries."""
+
+    url: str
+    pid: int
+    headers: dict[str, str] | None = None
+
+
 async def sequential_ms(
     url: str, count: int, pid: int, *, creates: bool = False, headers: dict[str, str] | None = None
 ) -> tuple[float, float]:
@@ -258,26 +269,51 @@ async def sequential_ms(
     steps): the median round trip, and the CPU the server process ``pid`` spent per request (from
     /proc: unlike the round trip, not stretched by other work on the machine). Both in ms.
     """
-    connector = aiohttp.TCPConnector(limit=1)
-    samples = []
+    (figures,) = await in_turn_ms([Served(url, pid, headers)], count, creates=creates)
+    return figures
+
+
+async def in_turn_ms(
+    servers: list[Served], count: int, *, creates: bool = False
+) -> list[tuple[float, float]]:
+    """:func:`sequential_ms` of several servers at once, each request sent to each server in turn (the
+    order rotated every round): each server's figures, read over the same stretch of the machine's
+    speed, which drifts by a sixth between windows minutes apart on a shared virtual machine."""
     expected = 201 if creates else 200
-    async with aiohttp.ClientSession(url, connector=connector, headers=headers) as http:
+    samples: list[list[float]] = [[] for _ in servers]
+    cpu_began: list[float] = []
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = [
+            await stack.enter_async_context(
+                aiohttp.ClientSession(
+                    server.url, connector=aiohttp.TCPConnector(limit=1), headers=server.headers
+                )
+            )
+            for server in servers
+        ]
         for index in range(count + 20):
             if index == 20:
-                cpu_began = cpu_seconds(pid)
-            began = time.perf_counter()
-            if creates:
-                sent = http.post(CREATE_PATH, data=create_body(100_000 + index), headers=JSON_HEADERS)
-            else:
-                sent = http.get(LIST_PATH)
-            async with sent as answer:
-                await answer.read()
-                if answer.status != expected:
-                    raise SystemExit(f"{answer.method} {answer.url.path} answered {answer.status}")
-            if index >= 20:
-                samples.append((time.perf_counter() - began) * 1000)
-        cpu_ms = (cpu_seconds(pid) - cpu_began) * 1000 / count
-    return statistics.median(samples), cpu_ms
+                cpu_began = [cpu_seconds(server.pid) for server in servers]
+            turn = index % len(servers)
+            for which in [*range(turn, len(servers)), *range(turn)]:
+                http = sessions[which]
+                began = time.perf_counter()
+                if creates:
+                    body = create_body(100_000 + index)
+                    sent = http.post(CREATE_PATH, data=body, headers=JSON_HEADERS)
+                else:
+                    sent = http.get(LIST_PATH)
+                async with sent as answer:
+                    await answer.read()
+                    if answer.status != expected:
+                        raise SystemExit(f"{answer.method} {answer.url.path} answered {answer.status}")
+                if index >= 20:
+                    samples[which].append((time.perf_counter() - began) * 1000)
+        cpu_ms = [
+            (cpu_seconds(server.pid) - began) * 1000 / count
+            for server, began in zip(servers, cpu_began, strict=True)
+        ]
+    return [(statistics.median(taken), cpu) for taken, cpu in zip(samples, cpu_ms, strict=True)]
 
 
 async def sequential_page_ms(url: str, count: int, pid: int) -> tuple[float, float]:
@@ -374,32 +410,35 @@ def serve_without_ops() -> None:
 
 
 async def ops_comparison(requests: int, sequential: int, rounds: int) -> list[tuple[Result, Result]]:
-    """On SQLite, ``rounds`` pairs of servers measured one after the other: with the team operations
-    (a ``write`` token required, metrics and audit on) and without them (:func:`serve_without_ops`)."""
+    """On SQLite, ``rounds`` pairs of servers, with the team operations (a ``write`` token required,
+    metrics and audit on) and without them (:func:`serve_without_ops`), both up at once: each seeded,
+    loaded in turn (the first to be loaded alternating between rounds), then sent their one-at-a-time
+    pages and creates in turn (:func:`in_turn_ms`), so that their CPU a request compares."""
     env = {"SCENARIOKIT_RUN_SCHEDULER": "false"}
+    ops_env = {**env, "SCENARIOKIT_API_TOKENS": OPS_TOKENS}
     with_token = {"Authorization": f"Bearer {OPS_TOKEN}"}
-
-    async def without() -> Result:
-        with tempfile.TemporaryDirectory() as tmp:
-            command = (sys.executable, THIS_FILE, "--serve-without-ops")
-            async with scenariokit_serve(Path(tmp), settle=0.5, env_extra=env, command=command) as served:
-                label = "SQLite, without tokens/metrics/audit"
-                return await measure_server(served.url, label, requests, sequential, served.pid)
-
-    async def with_ops() -> Result:
-        with tempfile.TemporaryDirectory() as tmp:
-            ops_env = {**env, "SCENARIOKIT_API_TOKENS": OPS_TOKENS}
-            async with scenariokit_serve(Path(tmp), settle=0.5, env_extra=ops_env) as served:
-                label = "SQLite, with tokens/metrics/audit"
-                return await measure_server(served.url, label, requests, sequential, served.pid, with_token)
-
+    command = (sys.executable, THIS_FILE, "--serve-without-ops")
     pairs = []
-    for index in range(rounds):  # in turn first and second: the machine's load drifts within a run
-        if index % 2:
-            pairs.append((await with_ops(), await without()))
-        else:
-            bare = await without()
-            pairs.append((await with_ops(), bare))
+    for index in range(rounds):
+        with tempfile.TemporaryDirectory() as with_dir, tempfile.TemporaryDirectory() as without_dir:
+            async with (
+                scenariokit_serve(Path(with_dir), settle=0.5, env_extra=ops_env) as with_ops,
+                scenariokit_serve(Path(without_dir), settle=0.5, env_extra=env, command=command) as without,
+            ):
+                servers = [Served(with_ops.url, with_ops.pid, with_token), Served(without.url, without.pid)]
+                labels = ["SQLite, with tokens/metrics/audit", "SQLite, without tokens/metrics/audit"]
+                for server in servers:
+                    await seed(server.url, SEEDED, server.headers)
+                results: dict[int, Result] = {}
+                for which in (0, 1) if index % 2 == 0 else (1, 0):
+                    server = servers[which]
+                    results[which] = await load(server.url, labels[which], requests, headers=server.headers)
+                pages = await in_turn_ms(servers, sequential)
+                creates = await in_turn_ms(servers, sequential // 3, creates=True)
+                for which, result in results.items():
+                    result.page_ms, result.page_cpu_ms = pages[which]
+                    result.create_cpu_ms = creates[which][1]
+                pairs.append((results[0], results[1]))
     return pairs
 
 
@@ -439,7 +478,7 @@ def report(results: list[Result], ceiling_page_ms: float, ceiling_cpu_ms: float)
 def report_ops(pairs: list[tuple[Result, Result]]) -> None:
     """Each pair's server CPU a request with and without the team operations, and the share they add."""
     print("scoped tokens, /metrics' request timing and the audit log (SQLite, one process, one request at a"
-          " time; the mix is 75% pages, 25% creates):")  # fmt: skip
+          " time, to each server in turn; the mix is 75% pages, 25% creates):")  # fmt: skip
     for with_ops, without in pairs:
         assert with_ops.mix_cpu_ms is not None and without.mix_cpu_ms is not None
         assert with_ops.page_cpu_ms is not None and without.page_cpu_ms is not None

@@ -105,7 +105,8 @@ def test_the_browser_switches_example_is_taken_and_a_reserved_switch_stops_serve
     found = re.search(r'export SCENARIOKIT_BROWSER_ARGS="([^"]+)"', block)
     assert found is not None and "--disable-software-rasterizer" in found[1]
     config = discover_browser({**os.environ, "SCENARIOKIT_BROWSER_ARGS": found[1]})
-    assert config.args == tuple(found[1].split()) and config.launch_args[-len(config.args) :] == [*config.args]
+    assert config.args == tuple(found[1].split())
+    assert config.launch_args[-len(config.args) :] == [*config.args]
 
     done = subprocess.run(
         ["scenariokit", "serve", "--no-scheduler", "--port", str(free_port())],
