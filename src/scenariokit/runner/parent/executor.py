@@ -155,6 +155,12 @@ def _running_zygote(key: tuple[SandboxKind, tuple[str, ...]]) -> DriverZygote | 
     return zygote if zygote is not None and zygote.running else None
 
 
+def _being_cancelled() -> bool:
+    """Whether the task running this is being cancelled (its finally blocks run for the cancel)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _node_failure(code: int | None, stderr: str) -> str:
     """What a failed Node said: the error it threw or V8's failed check, not its warnings and stack."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
@@ -350,7 +356,9 @@ class WorkerPool:
         the preparations are made, so that a service's first runs are as its later ones; a worker
         that already took a run keeps it. Nothing is awaited: no run can take a worker meanwhile.
         """
-        if self._closed or self._idle is None:
+        if self._closed or self._idle is None or _being_cancelled():
+            # cancelled, the preparations end with the loop (asyncio.run's end, the pool left open): a
+            # replacement started now would never run, and be destroyed pending with the loop
             return
         waiting = [self._idle.get_nowait() for _ in range(self._idle.qsize())]
         for worker in waiting:
