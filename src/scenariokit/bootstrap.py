@@ -14,6 +14,7 @@ from typing import Protocol
 
 import pluggy
 
+from scenariokit.runner.confinement.sandbox import SandboxConfig
 from scenariokit.runner.parent.schedule_clock import ScheduleClock
 from scenariokit.runner.parent.scheduler import Scheduler
 from scenariokit.services import RunSettings, Services
@@ -52,10 +53,38 @@ async def open_services(
         await store.close()
 
 
+class PoolSettings(Protocol):
+    """The settings of a scheduler's worker pool (the server's Settings has them all)."""
+
+    @property
+    def workers(self) -> int: ...
+
+    @property
+    def browser_args(self) -> tuple[str, ...]: ...
+
+    def sandbox_config(self) -> SandboxConfig:
+        """How workers are confined."""
+        ...
+
+
 @contextlib.asynccontextmanager
-async def running_scheduler(services: Services, *, workers: int) -> AsyncIterator[Scheduler]:
-    """Start a scheduler with ``workers`` worker processes and the schedule clock; stop both afterwards."""
-    scheduler = Scheduler(services, workers=workers)
+async def running_scheduler(
+    services: Services, *, workers: int | None = None, settings: PoolSettings | None = None
+) -> AsyncIterator[Scheduler]:
+    """Start a scheduler and the schedule clock; stop both afterwards.
+
+    With ``settings``, its pool has their workers, sandbox and browser switches; without them, ``workers``
+    worker processes (default: one a core) set up from the ``SCENARIOKIT_*`` variables.
+    """
+    if settings is None:
+        scheduler = Scheduler(services, workers=workers)
+    else:
+        scheduler = Scheduler(
+            services,
+            workers=settings.workers if workers is None else workers,
+            browser_args=settings.browser_args,
+            sandbox=settings.sandbox_config(),
+        )
     await scheduler.start()
     clock = ScheduleClock(services)
     await clock.start()

@@ -17,13 +17,15 @@ from scenariokit.logs import LOG_FORMATS, LogFormat, parse_log_format
 from scenariokit.runner.confinement.sandbox import (
     DEFAULT_MEMORY_MB,
     SANDBOX_MODES,
+    ResourceLimits,
+    SandboxConfig,
     SandboxMode,
     parse_flag,
     parse_memory_mb,
     parse_sandbox_mode,
 )
 from scenariokit.runner.parent.capacity import default_workers
-from scenariokit.runner.worker.browser import parse_browser_args
+from scenariokit.runner.worker.browser import check_browser_args, parse_browser_args
 from scenariokit.services import RunSettings
 from scenariokit.storage.opening import DEFAULT_DATABASE_URL
 from scenariokit.storage.sqlalchemy import sqlite_path
@@ -65,6 +67,20 @@ def _trace(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
 
 def _strings(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(values)
+
+
+def _browser_args(_: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    try:
+        check_browser_args(value)
+    except ValueError as exc:
+        raise SettingsError(f"browser_args: {exc}") from None
+
+
+def _memory_mb(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    try:
+        parse_memory_mb(str(value))
+    except ValueError as exc:
+        raise SettingsError(f"run_memory_mb {exc}, got {value!r}") from None
 
 
 def _token_entries(_: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
@@ -117,10 +133,9 @@ class Settings:
     #: how workers are confined (docs/security.md): ``auto``, ``bubblewrap`` or ``off``
     sandbox: SandboxMode = attrs.field(default="auto", validator=attrs.validators.in_(SANDBOX_MODES))
     #: how much memory step code may allocate in one run
-    run_memory_mb: int = attrs.field(default=DEFAULT_MEMORY_MB, validator=_positive)
-    #: Chromium switches every launch adds (``SCENARIOKIT_BROWSER_ARGS``; docs/deployment.md): read by the
-    #: runner's browser discovery, checked here so that a server does not start with switches no run can use
-    browser_args: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    run_memory_mb: int = attrs.field(default=DEFAULT_MEMORY_MB, validator=_memory_mb)
+    #: Chromium switches every launch adds (``SCENARIOKIT_BROWSER_ARGS``; docs/deployment.md)
+    browser_args: tuple[str, ...] = attrs.field(default=(), converter=_strings, validator=_browser_args)
     #: whether workers start the Playwright driver from a snapshot the pool builds (docs/deployment.md)
     driver_snapshot: bool = True
     #: whether each run's driver is forked from a driver zygote where Node.js can run one (docs/deployment.md)
@@ -171,6 +186,15 @@ class Settings:
             session_keepalive_seconds=self.session_keepalive_seconds,
             authoring_max=self.authoring_max,
             authoring_idle_seconds=self.authoring_idle_seconds,
+        )
+
+    def sandbox_config(self) -> SandboxConfig:
+        """How the scheduler's pool confines its workers (the scheduler adds the store's paths to hide)."""
+        return SandboxConfig(
+            mode=self.sandbox,
+            limits=ResourceLimits(memory_mb=self.run_memory_mb),
+            driver_snapshot=self.driver_snapshot,
+            driver_zygote=self.driver_zygote,
         )
 
     @property

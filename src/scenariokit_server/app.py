@@ -132,7 +132,7 @@ async def _count_runs(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _run_scheduler(settings: Settings, app: web.Application) -> AsyncIterator[None]:
-    async with running_scheduler(app[keys.SERVICES], workers=settings.workers) as scheduler:
+    async with running_scheduler(app[keys.SERVICES], settings=settings) as scheduler:
         app[keys.SCHEDULER] = scheduler
         yield
 

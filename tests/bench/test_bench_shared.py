@@ -281,7 +281,6 @@ def test_a_processs_cpu_is_read_to_below_a_tick_with_its_ended_threads_in_it() -
         _shared.process_seconds(child.pid)
 
 
-
 #: the zygote's stand-in: a process named ``node`` with ``driver_zygote.js`` in its command line, which
 #: reaps a child that spent 200 ms, prints its own CPU, and waits for a line
 _REAPS_A_BUSY_CHILD = """

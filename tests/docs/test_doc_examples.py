@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,19 @@ def test_the_authoring_guide_example_runs_as_written(
     run_example(code, "docs/authoring.md", example_site, monkeypatch, tmp_path)
 
     assert capsys.readouterr().out.splitlines() == ["1 ok", "2 failed: assertion", "3 ok", "pass 2 steps"]
+
+
+def test_the_settings_keywords_example_serves_as_its_variables_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scenariokit_server
+    from scenariokit_server import Settings
+
+    code = code_block(ROOT / "docs" / "rest.md", after="<!-- docs-example: settings-keywords -->")
+    served: list[Settings] = []
+    monkeypatch.setattr(scenariokit_server, "run_server", served.append)  # where it would serve for good
+    for variable in ("SCENARIOKIT_WORKERS", "SCENARIOKIT_BROWSER_ARGS"):
+        monkeypatch.delenv(variable, raising=False)
+
+    exec(compile(code, "docs/rest.md", "exec"), {"__name__": "__main__"})
+
+    variables = {"SCENARIOKIT_WORKERS": "2", "SCENARIOKIT_BROWSER_ARGS": "--disable-software-rasterizer"}
+    assert served == [Settings.from_env({**os.environ, **variables})]

@@ -107,7 +107,7 @@ async def _work(settings: Any) -> None:
 
     signals = stop_signals()
     async with open_services(settings) as services:
-        async with running_scheduler(services, workers=settings.workers) as scheduler:
+        async with running_scheduler(services, settings=settings) as scheduler:
             print(
                 f"scenariokit worker {scheduler.owner}: {settings.workers} worker process(es) on "
                 f"{displayed_url(settings.database_url)}; sandbox: {scheduler.pool.sandbox_kind or 'none'}; "

@@ -200,6 +200,7 @@ class WorkerPool:
         size: int | None = None,
         *,
         browser: BrowserConfig | None = None,
+        browser_args: tuple[str, ...] | None = None,
         session_keepalive: float = 600.0,
         on_session_released: SessionCallback | None = None,
         sandbox: SandboxConfig | None = None,
@@ -207,6 +208,8 @@ class WorkerPool:
     ) -> None:
         self.size = max(1, size if size is not None else (os.cpu_count() or 1))
         self._browser = browser
+        #: the switches a discovered browser's launches add (None: ``SCENARIOKIT_BROWSER_ARGS``'s)
+        self._browser_args = browser_args
         self._session_keepalive = session_keepalive
         self._on_session_released = on_session_released
         self._sandbox = sandbox if sandbox is not None else SandboxConfig.from_env()
@@ -244,7 +247,7 @@ class WorkerPool:
         """Find the browser (BrowserUnavailable) and the sandbox (SandboxUnavailable); start the workers."""
         if self._idle is not None:
             raise RuntimeError("the pool is already started")
-        browser = self._browser or discover_browser()
+        browser = self._browser or discover_browser(args=self._browser_args)
         kind = await asyncio.to_thread(resolve_sandbox, self._sandbox.mode)
         self.sandbox_kind = kind
         if kind == "none" and (fallback := await asyncio.to_thread(sandbox_fallback, self._sandbox.mode)):

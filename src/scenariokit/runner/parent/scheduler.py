@@ -139,21 +139,22 @@ class Scheduler:
         *,
         workers: int | None = None,
         browser: BrowserConfig | None = None,
+        browser_args: tuple[str, ...] | None = None,
+        sandbox: SandboxConfig | None = None,
         owner: str | None = None,
         poll_seconds: float = 1.0,
         finish_retry_delays: tuple[float, ...] = FINISH_RETRY_DELAYS,
     ) -> None:
         self.services = services
+        sandbox = sandbox if sandbox is not None else SandboxConfig.from_env()
+        hidden = store_paths(getattr(services.store, "url", None), services.context.settings.artifacts_dir)
         self.pool = WorkerPool(
             workers,
             browser=browser,
+            browser_args=browser_args,
             session_keepalive=services.context.settings.session_keepalive_seconds,
             on_session_released=self.session_released,
-            sandbox=SandboxConfig.from_env(
-                hidden=store_paths(
-                    getattr(services.store, "url", None), services.context.settings.artifacts_dir
-                )
-            ),
+            sandbox=attrs.evolve(sandbox, hidden=(*sandbox.hidden, *hidden)),
             on_browser_closed=self.browser_closed,
         )
         self.owner = owner or default_owner()

@@ -23,7 +23,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -260,16 +260,20 @@ def _playwright_browsers_root(env: Mapping[str, str], package: Path) -> Path:
     return Path(env.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ms-playwright"
 
 
-def discover_browser(env: Mapping[str, str] = os.environ, *, headless: bool = True) -> BrowserConfig:
+def discover_browser(
+    env: Mapping[str, str] = os.environ, *, headless: bool = True, args: tuple[str, ...] | None = None
+) -> BrowserConfig:
     """The browser runs use: a remote server, the configured executable, else the fastest one installed.
 
     ``SCENARIOKIT_BROWSER_WS`` and ``SCENARIOKIT_BROWSER_PATH`` are explicit choices, so they win over
     what happens to be installed, and a configured path that is not an executable is an error rather
     than a silent fall-back to another browser. Headless runs prefer the headless shell; ``headless=False``
-    looks for full Chromium only. Raises :class:`BrowserUnavailable` naming every place tried.
+    looks for full Chromium only. ``args`` are the switches every launch adds (the server's
+    ``Settings.browser_args``); None reads them from ``SCENARIOKIT_BROWSER_ARGS`` (:func:`browser_args`).
+    Raises :class:`BrowserUnavailable` naming every place tried.
     """
     ws_endpoint = env.get(BROWSER_WS_ENV)
-    args = browser_args(env)
+    args = browser_args(env) if args is None else args
     if ws_endpoint:
         if args:
             raise BrowserUnavailable(
@@ -332,13 +336,22 @@ def parse_browser_args(text: str) -> tuple[str, ...]:
         words = shlex.split(text)
     except ValueError as exc:
         raise ValueError(f"cannot be split into switches: {exc}") from None
+    return check_browser_args(words)
+
+
+def check_browser_args(words: Iterable[str]) -> tuple[str, ...]:
+    """``words`` as switches every launch may add, else :class:`ValueError` naming the word and why:
+    each must be ``--name`` or ``--name=value``, and none one of :data:`RESERVED_SWITCHES`."""
+    words = tuple(words)
     for word in words:
+        if not isinstance(word, str):
+            raise ValueError(f"{word!r} is not a switch: each must be a string, --name or --name=value")
         name = word.split("=", 1)[0]
         if not name.startswith("--") or len(name) < 3 or any(c.isspace() for c in name):
             raise ValueError(f"{word!r} is not a switch: each word must be --name or --name=value")
         if name in RESERVED_SWITCHES:
             raise ValueError(f"{name} may not be given: {RESERVED_SWITCHES[name]}")
-    return tuple(words)
+    return words
 
 
 #: a launcher script's one command: an absolute path given the script's own arguments, nothing else
