@@ -379,3 +379,16 @@ def test_the_built_in_token_rule_prefers_local_storage_then_cookies() -> None:
     assert hooks.extract_token(state) == "from-storage"
     assert hooks.extract_token({"cookies": state["cookies"], "origins": []}) == "from-cookie"
     assert hooks.extract_token({"cookies": [], "origins": []}) is None
+
+
+def test_plugin_helpers_add_names_and_replace_none_of_the_documented_ones() -> None:
+    run_job = job({"url": "http://127.0.0.1/"})
+    extras = {"env": {}, "credentials": None, "getEnvUrl": None, "_env_name": "x", "slack": "a client"}
+
+    helpers = StepHelpers(run_job, extras)
+
+    assert helpers.slack == "a client"  # type: ignore[attr-defined]
+    assert helpers.env == {"url": "http://127.0.0.1/"} and helpers.getEnvUrl() == "http://127.0.0.1/"
+    assert helpers.credentials is not None
+    with pytest.raises(AttributeError, match="helpers has no attribute 'slak'; did you mean slack"):
+        helpers.slak  # noqa: B018

@@ -34,6 +34,9 @@ ORIGIN_DEPTH = 64
 #: the generations collected at a step's end (0 and 1)
 YOUNG_GENERATIONS = 1
 _UNAWAITED = re.compile(r"coroutine '(?P<name>[^']+)' was never awaited")
+# ``warnings.filterwarnings`` compiles its message with ``re.I`` at every step. Compiled here, as the
+# worker zygote imports this module, ``re``'s cache holds it for every worker forked from the zygote.
+re.compile(_UNAWAITED.pattern, re.IGNORECASE)
 _ORIGIN_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 STEP_FILE_PREFIX = "<step "
 SNIPPET_FILE_PREFIX = "<snippet "

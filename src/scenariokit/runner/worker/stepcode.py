@@ -180,7 +180,9 @@ class StepHelpers:
         self.credentials = CredentialBook(job.credentials)
         self._env_name = job.env_name or "environment"
         for name, value in (extras or {}).items():
-            if not hasattr(self, name):  # a plugin may add names, not replace the documented ones
+            # A plugin may add names, not replace the documented ones. Not ``hasattr``: for a name
+            # ``helpers`` lacks it would build the "did you mean" of :meth:`__getattr__`'s error.
+            if name not in vars(self) and not hasattr(type(self), name):
                 setattr(self, name, value)
 
     def getEnvUrl(self, key: str | None = None) -> str:
