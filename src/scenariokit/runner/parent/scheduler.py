@@ -131,6 +131,9 @@ class Scheduler:
 
     It is the service layer's run control: new runs wake it, cancels and session releases reach the
     pool when this process executes the run (other processes see the cancel flag in the store).
+    ``sandbox`` and ``browser_args`` are the server's settings for its workers (``Settings``); each
+    left None is read from its ``SCENARIOKIT_*`` variables, as the library's runs read them. The
+    store's own files are hidden from the workers either way.
     """
 
     def __init__(
