@@ -17,12 +17,11 @@ from scenariokit.logs import LOG_FORMATS, LogFormat, parse_log_format
 from scenariokit.runner.confinement.sandbox import (
     DEFAULT_MEMORY_MB,
     SANDBOX_MODES,
-    ResourceLimits,
+    SANDBOX_SETTINGS,
     SandboxConfig,
     SandboxMode,
     parse_flag,
     parse_memory_mb,
-    parse_sandbox_mode,
 )
 from scenariokit.runner.parent.capacity import default_workers
 from scenariokit.runner.worker.browser import check_browser_args, parse_browser_args
@@ -190,12 +189,7 @@ class Settings:
 
     def sandbox_config(self) -> SandboxConfig:
         """How the scheduler's pool confines its workers (the scheduler adds the store's paths to hide)."""
-        return SandboxConfig(
-            mode=self.sandbox,
-            limits=ResourceLimits(memory_mb=self.run_memory_mb),
-            driver_snapshot=self.driver_snapshot,
-            driver_zygote=self.driver_zygote,
-        )
+        return SandboxConfig.from_settings(**{name: getattr(self, name) for name in SANDBOX_SETTINGS})
 
     @property
     def url(self) -> str:
@@ -269,11 +263,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "lease_seconds": ("SCENARIOKIT_LEASE_SECONDS", _positive_number),
     "session_keepalive_seconds": ("SCENARIOKIT_SESSION_KEEPALIVE", _positive_number),
     "run_scheduler": ("SCENARIOKIT_RUN_SCHEDULER", parse_flag),
-    "sandbox": ("SCENARIOKIT_SANDBOX", parse_sandbox_mode),
-    "run_memory_mb": ("SCENARIOKIT_RUN_MEMORY_MB", parse_memory_mb),
+    **SANDBOX_SETTINGS,
     "browser_args": ("SCENARIOKIT_BROWSER_ARGS", parse_browser_args),
-    "driver_snapshot": ("SCENARIOKIT_DRIVER_SNAPSHOT", parse_flag),
-    "driver_zygote": ("SCENARIOKIT_DRIVER_ZYGOTE", parse_flag),
     "authoring_max": ("SCENARIOKIT_AUTHORING_MAX", _positive_whole),
     "authoring_idle_seconds": ("SCENARIOKIT_AUTHORING_IDLE_SECONDS", _positive_number),
     "log_format": ("SCENARIOKIT_LOG_FORMAT", parse_log_format),

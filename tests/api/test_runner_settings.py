@@ -27,6 +27,28 @@ def test_the_pool_settings_are_taken_from_the_keywords() -> None:
 
 
 @pytest.mark.parametrize(
+    "environ",
+    [
+        {},
+        {"SCENARIOKIT_SANDBOX": "off", "SCENARIOKIT_RUN_MEMORY_MB": "256"},
+        {"SCENARIOKIT_SANDBOX": " bubblewrap ", "SCENARIOKIT_DRIVER_SNAPSHOT": "no"},
+        {"SCENARIOKIT_DRIVER_ZYGOTE": "0", "SCENARIOKIT_RUN_MEMORY_MB": ""},
+    ],
+)
+def test_the_server_and_the_library_read_the_pool_variables_alike(environ: dict[str, str]) -> None:
+    # one table (SANDBOX_SETTINGS) maps the variables for both: the server's Settings and a bare pool's
+    assert Settings.from_env(environ).sandbox_config() == SandboxConfig.from_env(environ)
+
+
+def test_a_bad_pool_variable_is_refused_by_both() -> None:
+    environ = {"SCENARIOKIT_DRIVER_ZYGOTE": "maybe"}
+    with pytest.raises(SettingsError, match="SCENARIOKIT_DRIVER_ZYGOTE='maybe' is invalid"):
+        Settings.from_env(environ)
+    with pytest.raises(ValueError, match="must be one of true, false"):
+        SandboxConfig.from_env(environ)
+
+
+@pytest.mark.parametrize(
     ("keywords", "said"),
     [
         (

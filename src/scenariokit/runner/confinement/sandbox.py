@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import attrs
 
@@ -138,21 +138,45 @@ class SandboxConfig:
     zygote: bool = True
 
     @classmethod
-    def from_env(
-        cls, environ: Mapping[str, str] = os.environ, *, hidden: Iterable[Path] = (), **fields: object
+    def from_settings(
+        cls,
+        *,
+        sandbox: SandboxMode = "auto",
+        run_memory_mb: int = DEFAULT_MEMORY_MB,
+        driver_snapshot: bool = True,
+        driver_zygote: bool = True,
+        **fields: Any,
     ) -> SandboxConfig:
-        """``SCENARIOKIT_SANDBOX``, ``…_RUN_MEMORY_MB``, ``…_DRIVER_SNAPSHOT`` and ``…_DRIVER_ZYGOTE``.
+        """The config the settings of :data:`SANDBOX_SETTINGS` make, given by their names; ``fields`` set
+        the rest (``hidden``, ``pass_env``, ``zygote``). The service's ``Settings.sandbox_config`` and
+        :meth:`from_env` both make theirs here."""
+        return cls(
+            mode=sandbox,
+            limits=ResourceLimits(memory_mb=run_memory_mb),
+            driver_snapshot=driver_snapshot,
+            driver_zygote=driver_zygote,
+            **fields,
+        )
 
-        The service checked their values when it started (``settings.py``).
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] = os.environ, *, hidden: Iterable[Path] = (), **fields: Any
+    ) -> SandboxConfig:
+        """The config of the variables of :data:`SANDBOX_SETTINGS` (an unset or empty one keeps its
+        default); ``fields`` set the rest, and win over a variable where they name the same setting.
+
+        The service checked the variables' values when it started (``settings.py``); here a bad one
+        raises ValueError.
         """
-        mode = parse_sandbox_mode((environ.get(SANDBOX_ENV) or "auto").strip())
-        memory = (environ.get(MEMORY_ENV) or "").strip()
-        limits = ResourceLimits(memory_mb=parse_memory_mb(memory)) if memory else ResourceLimits()
-        snapshot = (environ.get(DRIVER_SNAPSHOT_ENV) or "").strip()
-        fields.setdefault("driver_snapshot", parse_flag(snapshot) if snapshot else True)
-        driver_zygote = (environ.get(DRIVER_ZYGOTE_ENV) or "").strip()
-        fields.setdefault("driver_zygote", parse_flag(driver_zygote) if driver_zygote else True)
-        return cls(mode=mode, limits=limits, hidden=tuple(hidden), **fields)  # type: ignore[arg-type]
+        values: dict[str, Any] = {}
+        for name, (variable, parse) in SANDBOX_SETTINGS.items():
+            raw = (environ.get(variable) or "").strip()
+            if raw:
+                values[name] = parse(raw)
+        for name in ("driver_snapshot", "driver_zygote"):  # a config's own field, which wins
+            if name in fields:
+                values[name] = fields.pop(name)
+        return cls.from_settings(**values, hidden=tuple(hidden), **fields)
 
 
 def parse_flag(raw: str) -> bool:
@@ -168,6 +192,18 @@ def parse_memory_mb(raw: str) -> int:
     if not raw.isdigit() or int(raw) < 64:
         raise ValueError("must be a whole number of MiB, at least 64")
     return int(raw)
+
+
+#: The settings a pool's confinement is made of, by name (``Settings``' own): the ``SCENARIOKIT_*``
+#: variable each is read from and how its value is read. ``settings.py`` reads the service's through
+#: this table, and :meth:`SandboxConfig.from_env` the library's and the pytest plugin's; both make
+#: their config with :meth:`SandboxConfig.from_settings`.
+SANDBOX_SETTINGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "sandbox": (SANDBOX_ENV, parse_sandbox_mode),
+    "run_memory_mb": (MEMORY_ENV, parse_memory_mb),
+    "driver_snapshot": (DRIVER_SNAPSHOT_ENV, parse_flag),
+    "driver_zygote": (DRIVER_ZYGOTE_ENV, parse_flag),
+}
 
 
 def store_paths(database_url: str | None, artifacts_dir: Path | None) -> tuple[Path, ...]:
