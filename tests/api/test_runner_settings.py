@@ -40,6 +40,13 @@ def test_the_server_and_the_library_read_the_pool_variables_alike(environ: dict[
     assert Settings.from_env(environ).sandbox_config() == SandboxConfig.from_env(environ)
 
 
+def test_a_setting_given_to_the_library_wins_over_its_variable() -> None:
+    environ = {"SCENARIOKIT_SANDBOX": "bubblewrap", "SCENARIOKIT_DRIVER_ZYGOTE": "no"}
+    config = SandboxConfig.from_env(environ, sandbox="off", run_memory_mb=128, driver_zygote=True)
+    assert config == SandboxConfig(mode="off", limits=ResourceLimits(memory_mb=128), driver_zygote=True)
+    assert SandboxConfig.from_env(environ, pass_env=("MARK",)).pass_env == ("MARK",)
+
+
 def test_a_bad_pool_variable_is_refused_by_both() -> None:
     environ = {"SCENARIOKIT_DRIVER_ZYGOTE": "maybe"}
     with pytest.raises(SettingsError, match="SCENARIOKIT_DRIVER_ZYGOTE='maybe' is invalid"):

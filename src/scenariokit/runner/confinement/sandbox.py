@@ -173,9 +173,8 @@ class SandboxConfig:
             raw = (environ.get(variable) or "").strip()
             if raw:
                 values[name] = parse(raw)
-        for name in ("driver_snapshot", "driver_zygote"):  # a config's own field, which wins
-            if name in fields:
-                values[name] = fields.pop(name)
+        for name in SANDBOX_SETTINGS.keys() & fields.keys():  # given, a setting wins over its variable
+            values[name] = fields.pop(name)
         return cls.from_settings(**values, hidden=tuple(hidden), **fields)
 
 
