@@ -255,7 +255,10 @@ class ScenarioYamlFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         from scenariokit.local.scenario_files import ScenarioFileError, read_scenario_file
 
-        session_runner(self.config)  # bad SCENARIOKIT_* settings stop the session here, not mid-run
+        try:  # bad SCENARIOKIT_* settings stop the session here, not mid-run
+            session_runner(self.config)
+        except pytest.UsageError as exc:  # a line naming the variable, as a broken file gets, no traceback
+            raise self.CollectError(str(exc)) from None
         try:
             source = read_scenario_file(self.path)
         except ScenarioFileError as exc:

@@ -22,6 +22,7 @@ from scenariokit.runner.confinement.sandbox import (
     SandboxMode,
     parse_flag,
     parse_memory_mb,
+    read_variables,
 )
 from scenariokit.runner.parent.capacity import default_workers
 from scenariokit.runner.worker.browser import check_browser_args, parse_browser_args
@@ -159,15 +160,7 @@ class Settings:
         be used raises :class:`SettingsError` naming it.
         """
         names = _VARIABLES if only is None else {name: _VARIABLES[name] for name in only}
-        values: dict[str, Any] = {}
-        for name, (variable, parse) in names.items():
-            raw = environ.get(variable)
-            if raw is None or raw.strip() == "":
-                continue
-            try:
-                values[name] = parse(raw.strip())
-            except (TypeError, ValueError) as exc:
-                raise SettingsError(f"{variable}={raw!r} is invalid: {exc}") from None
+        values = read_variables(names, environ, SettingsError)
         values.update({name: value for name, value in overrides.items() if value is not None})
         return cls(**values)
 
@@ -245,8 +238,11 @@ def environment_variable(name: str) -> str:
     return _VARIABLES[name][0]
 
 
-#: What a local run reads (``scenariokit run``, the pytest plugin): no server, no shared database.
-LOCAL_RUN_SETTINGS = ("workers", "artifacts_dir", "trace")
+#: What a local run reads (``scenariokit run``, the pytest plugin): no server, no shared database. Its
+#: pool reads the sandbox's settings and the browser's switches itself (``SandboxConfig.from_env``,
+#: ``browser_args``); they are read here too so that a bad one is a usage error naming its variable
+#: before any browser starts.
+LOCAL_RUN_SETTINGS = ("workers", "artifacts_dir", "trace", *SANDBOX_SETTINGS, "browser_args")
 
 _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "host": ("SCENARIOKIT_HOST", str),

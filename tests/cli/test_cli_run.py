@@ -105,6 +105,38 @@ def test_input_errors_exit_2_and_run_nothing(
     assert not (files / "art").exists(), "nothing ran"
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("SCENARIOKIT_SANDBOX", "bogus", "must be one of auto, bubblewrap, off"),
+        ("SCENARIOKIT_RUN_MEMORY_MB", "12", "at least 64"),
+        ("SCENARIOKIT_DRIVER_ZYGOTE", "maybe", "must be one of true, false"),
+        ("SCENARIOKIT_BROWSER_ARGS", "--headless=new", "--headless may not be given"),
+    ],
+)
+def test_a_bad_sandbox_or_browser_variable_is_a_usage_error_naming_it(
+    files: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+    says: str,
+) -> None:
+    """The pool reads these itself; a local run checks them first, so a bad one names its variable and
+    starts no browser (a sandbox variable used to surface as a bare ValueError from inside the pool,
+    the browser's switches as every run failing)."""
+    monkeypatch.setenv(variable, value)
+
+    status = main(
+        ["run", str(files / "passing.scenario.yaml"), "--env", "local", "--artifacts", str(files / "art")]
+    )
+
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"scenariokit run: {variable}={value!r} is invalid: ") and says in err, err
+    assert not (files / "art").exists(), "nothing ran"
+
+
 def test_a_bad_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:
         main(["run", "x.scenario.yaml", "--workers", "0"])

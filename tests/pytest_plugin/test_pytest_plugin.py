@@ -48,6 +48,22 @@ def test_scenario_files_are_collected_one_test_per_scenario_without_a_browser(
     assert "Traceback" not in result.stdout.str()
 
 
+def test_a_bad_sandbox_variable_stops_the_session_naming_it(
+    scenario_files: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCENARIOKIT_SANDBOX", "bogus")
+
+    result = scenario_files.runpytest_inprocess("-q")
+
+    assert result.ret == pytest.ExitCode.INTERRUPTED, "collection stops, as for a broken file"
+    shown = result.stdout.str() + result.stderr.str()
+    assert (
+        "scenariokit: SCENARIOKIT_SANDBOX='bogus' is invalid: must be one of auto, bubblewrap, off" in shown
+    )
+    assert "Traceback" not in shown and "raise " not in shown, "a line naming it, not a traceback"
+    assert result.parseoutcomes() == {"errors": 3}, "no scenario ran"
+
+
 @pytest.mark.browser
 def test_outcomes_report_the_failing_step_its_code_line_message_and_screenshot(
     scenario_files: pytest.Pytester, tmp_path: Path

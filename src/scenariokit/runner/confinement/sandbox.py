@@ -166,16 +166,36 @@ class SandboxConfig:
         default); ``fields`` set the rest, and win over a variable where they name the same setting.
 
         The service checked the variables' values when it started (``settings.py``); here a bad one
-        raises ValueError.
+        raises ValueError naming its variable (:func:`read_variables`).
         """
-        values: dict[str, Any] = {}
-        for name, (variable, parse) in SANDBOX_SETTINGS.items():
-            raw = (environ.get(variable) or "").strip()
-            if raw:
-                values[name] = parse(raw)
+        values = read_variables(SANDBOX_SETTINGS, environ)
         for name in SANDBOX_SETTINGS.keys() & fields.keys():  # given, a setting wins over its variable
             values[name] = fields.pop(name)
         return cls.from_settings(**values, hidden=tuple(hidden), **fields)
+
+
+def read_variables(
+    table: Mapping[str, tuple[str, Callable[[str], Any]]],
+    environ: Mapping[str, str],
+    error: Callable[[str], Exception] = ValueError,
+) -> dict[str, Any]:
+    """The values of the settings ``table`` names (setting → its variable and its parser), read from
+    ``environ``: an unset or blank variable is left out, a set one is parsed with its spaces trimmed.
+
+    A value its parser refuses raises ``error`` with ``SCENARIOKIT_X='value' is invalid: why``, so the
+    library, the pytest plugin and the server (whose :class:`~scenariokit.settings.SettingsError` is
+    ``error``) all name the variable to mend.
+    """
+    values: dict[str, Any] = {}
+    for name, (variable, parse) in table.items():
+        raw = environ.get(variable)
+        if raw is None or not raw.strip():
+            continue
+        try:
+            values[name] = parse(raw.strip())
+        except (TypeError, ValueError) as exc:
+            raise error(f"{variable}={raw!r} is invalid: {exc}") from None
+    return values
 
 
 def parse_flag(raw: str) -> bool:
