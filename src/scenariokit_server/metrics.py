@@ -25,7 +25,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from scenariokit.domain.model import Run, RunErrorKind, RunStatus, RunStreak, Scenario
+from scenariokit.domain.model import Run, RunErrorKind, RunStatus
 from scenariokit.plugins import hookimpl
 from scenariokit.services import Readout
 
@@ -78,8 +78,9 @@ class ServiceMetrics:
     # --- what happens -----------------------------------------------------------------------------
 
     @hookimpl
-    def scenariokit_run_finished(self, run: Run, scenario: Scenario, streak: RunStreak) -> None:
-        """Count a run this process finished (the hook fires once its outcome is stored)."""
+    def scenariokit_run_finished(self, run: Run) -> None:
+        """Count a run this process finished (the hook fires once its outcome is stored). It takes the
+        run alone, so a server whose only listener this is reads neither its scenario nor its streak."""
         kind = run.error.kind.value if run.error is not None else NO_ERROR
         self.runs.labels(run.status.value, kind).inc()
         if run.duration_ms is not None:

@@ -20,6 +20,8 @@ from playwright.async_api import async_playwright
 import scenariokit
 from json_services import json_services
 from scenariokit.domain.job import RunJob
+from scenariokit.domain.model import RunErrorKind
+from scenariokit.plugins import HookRelay
 from scenariokit.runner.worker.browser import discover_browser
 from scenariokit.runner.worker.plugin_hooks import PluginHooks
 from scenariokit.services import Services
@@ -55,6 +57,37 @@ async def test_hook_run_started_and_finished_reach_the_example_plugin_of_the_gui
     messages = [r.getMessage() for r in caplog.records if r.name == "scenariokit_run_log"]
     assert messages[0] == f"run {result.run.id} of 'says hi' started"
     assert messages[1].startswith(f"run {result.run.id} of 'says hi' finished: pass in ")
+
+
+async def test_hook_plugins_loaded_lets_the_guides_plugin_listen_only_once_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = code_block(ROOT / "docs" / "plugins.md", after="<!-- docs-example: configured-plugin -->")
+
+    def loaded() -> tuple[Any, frozenset[str]]:
+        module = types.ModuleType("my_alerts")
+        exec(source, module.__dict__)
+        plugins = scenariokit.get_plugin_manager(load_entry_points=False)
+        plugins.register(module)  # after the manager was made: the historic hook reaches it all the same
+        return plugins, HookRelay(plugins).run_finished_takes
+
+    monkeypatch.delenv("MY_ALERTS_URL", raising=False)
+    assert loaded()[1] == frozenset(), "not configured: no run hook at all"
+    monkeypatch.setenv("MY_ALERTS_URL", "http://127.0.0.1:9/alerts")
+    plugins, takes = loaded()
+    assert takes == {"run", "scenario", "streak"}
+
+    store = await open_store(f"sqlite:///{tmp_path}/kit.db", secret_key="k", plugin_manager=plugins)
+    try:
+        services = json_services(Services(store, plugins=plugins))
+        env = await services.environments.create({"name": "here", "data": {}})
+        scenario = await services.scenarios.create({"name": "checkout", "steps": [{"execCode": "a = 1"}]})
+        run = await services.runs.create({"scenarioId": str(scenario.id), "environmentId": str(env.id)})
+        assert await services.runs.claim("w") is not None
+        await services.runs.fail(run.id, RunErrorKind.ERROR, "it could not start")
+    finally:
+        await store.close()
+    assert capsys.readouterr().out == "to http://127.0.0.1:9/alerts: 'checkout' is failing\n"
 
 
 async def test_hook_storage_backend_serves_the_schemes_a_plugin_claims(tmp_path: Path) -> None:

@@ -47,6 +47,28 @@ class _Listener:
         self.heard.append((run.status, scenario.name, streak))
 
 
+@attrs.define
+class _RunCounter:
+    """A plugin that takes the finished run alone, as the server's run metrics do."""
+
+    heard: list[RunStatus] = attrs.field(factory=list)
+
+    @hookimpl
+    def scenariokit_run_finished(self, run: Run) -> None:
+        self.heard.append(run.status)
+
+
+@attrs.define
+class _StreakWatcher:
+    """A plugin that takes the run and its streak, not its scenario."""
+
+    heard: list[RunStreak] = attrs.field(factory=list)
+
+    @hookimpl
+    def scenariokit_run_finished(self, run: Run, streak: RunStreak) -> None:
+        self.heard.append(streak)
+
+
 def _services(store: SqlStore, *plugins: object) -> Any:
     manager = get_plugin_manager(load_entry_points=False)
     for plugin in plugins:
@@ -74,6 +96,11 @@ async def _passed_with_timings(services: Any) -> tuple[uuid.UUID, RunTimings]:
     timings = RunTimings(claim_ms=3, store_writes_ms=4)
     await services.runs.finish(run_id, outcome, timings=timings)
     return run_id, timings
+
+
+def _streak_reads(statements: list[tuple[str, Any]]) -> list[str]:
+    """The reads of a run's streak (the statuses of the runs before it) among ``statements``."""
+    return [sql for sql, _ in statements if sql.startswith("SELECT runs.status FROM runs ")]
 
 
 def _passed(step_id: uuid.UUID, order: int) -> StepResult:
@@ -180,6 +207,54 @@ async def test_with_no_run_finished_listener_finishing_reads_neither_the_scenari
 
     reads = [sql for sql, _ in statements if sql.startswith("SELECT")]
     assert len(reads) == 1 and " FROM runs " in f"{reads[0]} ", "only the run itself is read"
+
+
+async def test_a_listener_taking_the_run_alone_is_heard_without_reading_the_scenario_or_the_streak(
+    store: SqlStore,
+) -> None:
+    counter = _RunCounter()
+    services = _services(store, counter)
+    run_id, _ = await _claimed(services)
+    now = utcnow()
+    outcome = RunFinished(status="pass", error=None, step_results=(), started_at=now, finished_at=now)
+
+    with sent(store) as statements:
+        await services.runs.finish(run_id, outcome)
+
+    reads = [sql for sql, _ in statements if sql.startswith("SELECT")]
+    assert len(reads) == 1 and " FROM runs " in f"{reads[0]} ", "only the run itself is read"
+    assert counter.heard == [RunStatus.PASS]
+
+    second, _ = await _claimed(services)  # a run failed by the service (cancel, lost lease, no start)
+    with sent(store) as statements:
+        await services.runs.fail(second, RunErrorKind.ERROR, "it could not start")
+
+    assert counter.heard == [RunStatus.PASS, RunStatus.FAIL]
+    assert not _streak_reads(statements)
+
+
+async def test_a_listener_taking_the_streak_gets_it_and_the_scenario_is_not_read(store: SqlStore) -> None:
+    watcher, counter = _StreakWatcher(), _RunCounter()
+    services = _services(store, watcher, counter)
+    run_id, _ = await _claimed(services)
+    now = utcnow()
+    error = RunError(kind=RunErrorKind.ASSERTION, message="no")
+    outcome = RunFinished(status="fail", error=error, step_results=(), started_at=now, finished_at=now)
+
+    with sent(store) as statements:
+        await services.runs.finish(run_id, outcome)
+
+    assert watcher.heard == [RunStreak(failures=1, failures_before=0)] and counter.heard == [RunStatus.FAIL]
+    reads = [sql for sql, _ in statements if sql.startswith("SELECT")]
+    assert len(reads) == 2 and len(_streak_reads(statements)) == 1, "the run, then its streak"
+
+    second, _ = await _claimed(services)
+    with sent(store) as statements:
+        await services.runs.fail(second, RunErrorKind.ERROR, "it could not start")
+
+    assert (
+        watcher.heard[-1] == RunStreak(failures=1, failures_before=0) and len(_streak_reads(statements)) == 1
+    )
 
 
 async def test_a_browser_close_added_to_stored_timings_is_one_update_that_reads_nothing(

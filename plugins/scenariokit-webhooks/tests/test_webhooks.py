@@ -25,6 +25,7 @@ from scenariokit import Run, RunError, RunErrorKind, RunStatus, Scenario, Step, 
 from scenariokit.domain.job import RunFinished
 from scenariokit.domain.model import RunStreak
 from scenariokit.formats.inputs import RunInput
+from scenariokit.plugins import HookRelay
 
 SECRET = "webhook-test-secret"
 #: ``configure(url, timeout=..., attempts=..., backoff=...)`` sets the plugin's variables
@@ -146,7 +147,9 @@ async def test_a_500_is_retried_with_the_same_body_and_delivery_id(
     configure(receiver.url)
     receiver.plan = [(500, 0.0), (200, 0.0)]
 
-    scenariokit_webhooks.scenariokit_run_finished(*finished_run(), RunStreak(failures=1))
+    scenariokit_webhooks.notify(
+        *finished_run(), RunStreak(failures=1), scenariokit_webhooks.WebhookConfig.from_env()
+    )
 
     await receiver.wait_for(2)
     (first_headers, first_body), (second_headers, second_body) = receiver.requests
@@ -179,6 +182,19 @@ async def test_a_receiver_that_is_down_is_given_up_after_the_attempts(configure:
     delivered = await asyncio.to_thread(scenariokit_webhooks.deliver, config.urls[0], body, config)
 
     assert delivered is False
+
+
+def test_the_plugin_hears_of_runs_only_where_it_has_urls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SCENARIOKIT_WEBHOOK_URLS", raising=False)
+    unconfigured = HookRelay(scenariokit.get_plugin_manager())
+    monkeypatch.setenv("SCENARIOKIT_WEBHOOK_URLS", "http://127.0.0.1:9/hook")
+    configured = scenariokit.get_plugin_manager()
+
+    # installed but unconfigured, it takes nothing: the scheduler reads no scenario and no streak for it
+    assert not {"scenario", "streak"} & unconfigured.run_finished_takes
+    (sender,) = [impl.plugin for impl in configured.hook.scenariokit_run_finished.get_hookimpls()]
+    assert sender == scenariokit_webhooks.Webhooks(scenariokit_webhooks.WebhookConfig.from_env())
+    assert {"scenario", "streak"} <= HookRelay(configured).run_finished_takes
 
 
 def test_without_urls_the_plugin_sends_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,8 @@ def get_plugin_manager(*, load_entry_points: bool = True) -> pluggy.PluginManage
     """A new plugin manager with the specs, the installed plugins and the built-in defaults.
 
     The built-ins register through the same hooks a third-party plugin uses (``trylast``), so an
-    installed plugin can override any of them.
+    installed plugin can override any of them. Then ``scenariokit_plugins_loaded`` lets a plugin that
+    is configured register the hooks it serves only then.
     """
     from scenariokit.plugins import builtin as builtin_plugins
 
@@ -33,6 +34,8 @@ def get_plugin_manager(*, load_entry_points: bool = True) -> pluggy.PluginManage
     manager.register(builtin_plugins, name="scenariokit.builtin")
     if load_entry_points:
         manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    # historic: a plugin registered on this manager later hears it when it is registered
+    manager.hook.scenariokit_plugins_loaded.call_historic(kwargs={"plugins": manager})
     return manager
 
 
@@ -49,9 +52,20 @@ class HookRelay:
 
     @property
     def run_finished_heard(self) -> bool:
-        """Whether any plugin implements ``scenariokit_run_finished``: when none does, what only the
-        hook needs (the run's scenario, its streak) is not read at all."""
+        """Whether any plugin implements ``scenariokit_run_finished``: when none does, the hook is not
+        fired and nothing is read for it."""
         return bool(self._hook.scenariokit_run_finished.get_hookimpls())
+
+    @property
+    def run_finished_takes(self) -> frozenset[str]:
+        """The arguments of ``scenariokit_run_finished`` some implementation takes.
+
+        An implementation names only the arguments it needs (pluggy hands it those), as the server's
+        run metrics take ``run`` alone: what none takes (the run's scenario, its streak) is not read
+        from the store, and the hook is given None for it.
+        """
+        impls = self._hook.scenariokit_run_finished.get_hookimpls()
+        return frozenset(name for impl in impls for name in impl.argnames)
 
     def run_started(self, *, run: Run, scenario: Scenario) -> None:
         """Fire ``scenariokit_run_started`` for a run a worker has claimed (its lease is stored)."""
@@ -60,8 +74,9 @@ class HookRelay:
         except Exception:  # a plugin's fault must not fail the run
             log.exception("plugin hook scenariokit_run_started failed")
 
-    def run_finished(self, *, run: Run, scenario: Scenario, streak: RunStreak) -> None:
-        """Fire ``scenariokit_run_finished`` for a run whose outcome is committed."""
+    def run_finished(self, *, run: Run, scenario: Scenario | None, streak: RunStreak | None) -> None:
+        """Fire ``scenariokit_run_finished`` for a run whose outcome is committed; ``scenario`` and
+        ``streak`` are None only where no implementation takes them (:attr:`run_finished_takes`)."""
         try:
             self._hook.scenariokit_run_finished(run=run, scenario=scenario, streak=streak)
         except Exception:  # a plugin's fault must not fail the run

@@ -18,6 +18,21 @@ if TYPE_CHECKING:
 
 hookspec = pluggy.HookspecMarker("scenariokit")
 
+# --- loading ---------------------------------------------------------------------------------------
+
+
+@hookspec(historic=True)
+def scenariokit_plugins_loaded(plugins: pluggy.PluginManager) -> None:
+    """Called once on each plugin manager :func:`scenariokit.get_plugin_manager` makes, once the
+    installed plugins and the built-ins are registered; for a plugin registered on it later, when it
+    is registered.
+
+    A plugin whose hooks matter only when it is configured registers the object holding them here
+    (``plugins.register(obj)``), and only then: a hook no plugin implements costs nothing, and the
+    scheduler reads a finished run's scenario and streak only for an implementation that takes them.
+    """
+
+
 # --- storage ---------------------------------------------------------------------------------------
 
 
@@ -66,4 +81,9 @@ def scenariokit_run_started(run: Run, scenario: Scenario) -> None:
 
 @hookspec
 def scenariokit_run_finished(run: Run, scenario: Scenario, streak: RunStreak) -> None:
-    """Called when a run has finished (``pass`` or ``fail``) and its result is stored, with its streak."""
+    """Called when a run has finished (``pass`` or ``fail``) and its result is stored, with its streak.
+
+    An implementation may take only some of the arguments (``def scenariokit_run_finished(run)``):
+    the service reads the run's scenario and its streak from the store only when an implementation
+    takes them.
+    """

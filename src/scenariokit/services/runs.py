@@ -489,9 +489,9 @@ class RunService(ServiceBase):
         retries): the run then keeps every attempt, this last one too, and says whether it was flaky.
         ``logs`` are written with the outcome (also when the run had finished meanwhile: a line is
         never lost). The ``run_finished`` hook's streak is read in the same transaction, after the
-        outcome, and neither it nor the scenario is read when no plugin implements the hook.
+        outcome; it and the scenario are each read only when an implementation of the hook takes them.
         """
-        heard = self.ctx.hooks.run_finished_heard
+        heard, takes = self.ctx.hooks.run_finished_heard, self.ctx.hooks.run_finished_takes
         async with self.ctx.uow() as uow:
             if logs:
                 await uow.runs.append_logs(logs)
@@ -536,11 +536,12 @@ class RunService(ServiceBase):
             )
             await uow.runs.update(run)
             scenario = streak = None
-            if heard:
+            if "scenario" in takes:
                 scenario = await uow.scenarios.get(run.scenario_id)
+            if "streak" in takes:
                 streak = streak_of(await uow.runs.recent_statuses(run, STREAK_WINDOW + 1))
             await uow.commit()
-        if scenario is not None and streak is not None:
+        if heard and (scenario is not None or "scenario" not in takes):  # not when its scenario is gone
             self.ctx.hooks.run_finished(run=run, scenario=scenario, streak=streak)
         return run
 
@@ -671,16 +672,19 @@ class RunService(ServiceBase):
 
         With the run's streak among the runs of its scenario against its environment, read from the
         store, so a plugin alerting on a change of state (pass to fail, fail to pass) alerts once
-        whichever process finished the run.
+        whichever process finished the run; read only when an implementation takes it.
         """
-        if scenario is None or not self.ctx.hooks.run_finished_heard:
+        takes = self.ctx.hooks.run_finished_takes
+        if not self.ctx.hooks.run_finished_heard or (scenario is None and "scenario" in takes):
             return
-        try:
-            async with self.ctx.uow(readonly=True) as uow:
-                streak = streak_of(await uow.runs.recent_statuses(run, STREAK_WINDOW + 1))
-        except Exception:  # the outcome is stored; a plugin still hears of it, without history
-            log.exception("reading the streak of run %s failed", run.id)
-            streak = streak_of([run.status])
+        streak = None
+        if "streak" in takes:
+            try:
+                async with self.ctx.uow(readonly=True) as uow:
+                    streak = streak_of(await uow.runs.recent_statuses(run, STREAK_WINDOW + 1))
+            except Exception:  # the outcome is stored; a plugin still hears of it, without history
+                log.exception("reading the streak of run %s failed", run.id)
+                streak = streak_of([run.status])
         self.ctx.hooks.run_finished(run=run, scenario=scenario, streak=streak)
 
 

@@ -1,6 +1,7 @@
 """scenariokit-webhooks: POST a signed JSON summary of every finished run to your URLs.
 
-Configured by environment variables, read at each run's end (see README.md):
+Configured by environment variables, read when the service (or a kit, or a worker) loads its plugins;
+without ``SCENARIOKIT_WEBHOOK_URLS`` the plugin registers no hook at all (see README.md):
 ``SCENARIOKIT_WEBHOOK_URLS`` (comma-separated; none means the plugin does nothing),
 ``SCENARIOKIT_WEBHOOK_SECRET`` (the HMAC-SHA256 key), ``SCENARIOKIT_WEBHOOK_TIMEOUT`` (seconds per
 request, default 5), ``SCENARIOKIT_WEBHOOK_ATTEMPTS`` (default 3) and ``SCENARIOKIT_WEBHOOK_BACKOFF``
@@ -31,15 +32,17 @@ from datetime import datetime
 from typing import Any
 
 import attrs
+import pluggy
 
 from scenariokit import Run, RunStatus, Scenario, hookimpl
 from scenariokit.domain.model import RunStreak
 
 __all__ = [
     "WebhookConfig",
+    "Webhooks",
     "deliver",
+    "notify",
     "run_summary",
-    "scenariokit_run_finished",
     "sign",
     "state_change",
 ]
@@ -240,20 +243,34 @@ def send(
     return threads
 
 
-@hookimpl
-def scenariokit_run_finished(run: Run, scenario: Scenario, streak: RunStreak) -> None:
-    """Send the finished run's summary to ``SCENARIOKIT_WEBHOOK_URLS`` in the background.
+def notify(run: Run, scenario: Scenario, streak: RunStreak, config: WebhookConfig) -> list[threading.Thread]:
+    """Send the finished run's summary to the configured URLs in the background; the delivery threads.
 
     With ``SCENARIOKIT_WEBHOOK_ALERTS=changes`` only a change of state is sent: ``check.failing``
     once a check failed ``SCENARIOKIT_WEBHOOK_FAILURES`` times in a row, ``check.recovered`` when it
     passes again. The streak comes from the store, so it holds across every process running checks.
     """
-    config = WebhookConfig.from_env()
-    if not config.urls:
-        return
     if config.alerts == "every":
-        send(run, scenario, config, streak=streak)
-        return
+        return send(run, scenario, config, streak=streak)
     event = state_change(run, streak, config.failures)
-    if event is not None:
-        send(run, scenario, config, event=event, streak=streak)
+    return [] if event is None else send(run, scenario, config, event=event, streak=streak)
+
+
+@attrs.frozen
+class Webhooks:
+    """The plugin's hook, registered with the configuration it was loaded with (:func:`notify`)."""
+
+    config: WebhookConfig
+
+    @hookimpl
+    def scenariokit_run_finished(self, run: Run, scenario: Scenario, streak: RunStreak) -> None:
+        notify(run, scenario, streak, self.config)
+
+
+@hookimpl
+def scenariokit_plugins_loaded(plugins: pluggy.PluginManager) -> None:
+    """Hear of finished runs only where ``SCENARIOKIT_WEBHOOK_URLS`` names a receiver: unconfigured, the
+    plugin implements no run hook, and the scheduler reads no scenario and no streak for it."""
+    config = WebhookConfig.from_env()
+    if config.urls:
+        plugins.register(Webhooks(config), name="scenariokit-webhooks.sender")
