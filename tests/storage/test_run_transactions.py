@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import pytest
@@ -32,7 +32,7 @@ from scenariokit.domain.model import (
     utcnow,
 )
 from scenariokit.formats.queries import LogQuery, RunQuery
-from scenariokit.plugins import get_plugin_manager, hookimpl
+from scenariokit.plugins import HookRelay, get_plugin_manager, hookimpl
 from scenariokit.services import Services
 from scenariokit.storage.sqlalchemy import SqlStore
 
@@ -242,6 +242,28 @@ async def test_a_listener_taking_the_streak_gets_it_and_the_scenario_is_not_read
     assert (
         watcher.heard[-1] == RunStreak(failures=1, failures_before=0) and len(_streak_reads(statements)) == 1
     )
+
+
+def test_a_listener_of_the_scenario_is_never_handed_none_for_it() -> None:
+    # a run whose scenario is gone: the hook is not fired while an implementation takes the scenario
+    class ScenarioKeeper:
+        handed: ClassVar[list[object]] = []
+
+        @hookimpl
+        def scenariokit_run_finished(self, run: Run, scenario: object) -> None:
+            self.handed.append(scenario)
+
+    run = Run(scenario_id=uuid.uuid4(), environment_id=uuid.uuid4(), status=RunStatus.PASS)
+    counter = _RunCounter()
+    alone, both = (get_plugin_manager(load_entry_points=False) for _ in range(2))
+    alone.register(counter)
+    both.register(_RunCounter())
+    both.register(ScenarioKeeper())
+
+    HookRelay(alone).run_finished(run=run, scenario=None, streak=None)
+    HookRelay(both).run_finished(run=run, scenario=None, streak=None)
+
+    assert counter.heard == [RunStatus.PASS] and ScenarioKeeper.handed == []
 
 
 async def test_a_browser_close_added_to_stored_timings_is_one_update_that_reads_nothing(

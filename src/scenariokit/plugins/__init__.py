@@ -51,14 +51,9 @@ class HookRelay:
         self._hook = manager.hook
 
     @property
-    def run_finished_heard(self) -> bool:
-        """Whether any plugin implements ``scenariokit_run_finished``: when none does, the hook is not
-        fired and nothing is read for it."""
-        return bool(self._hook.scenariokit_run_finished.get_hookimpls())
-
-    @property
     def run_finished_takes(self) -> frozenset[str]:
-        """The arguments of ``scenariokit_run_finished`` some implementation takes.
+        """The arguments of ``scenariokit_run_finished`` some implementation takes (none: no plugin
+        implements it, or none takes an argument).
 
         An implementation names only the arguments it needs (pluggy hands it those), as the server's
         run metrics take ``run`` alone: what none takes (the run's scenario, its streak) is not read
@@ -76,7 +71,13 @@ class HookRelay:
 
     def run_finished(self, *, run: Run, scenario: Scenario | None, streak: RunStreak | None) -> None:
         """Fire ``scenariokit_run_finished`` for a run whose outcome is committed; ``scenario`` and
-        ``streak`` are None only where no implementation takes them (:attr:`run_finished_takes`)."""
+        ``streak`` are None where no implementation takes them (:attr:`run_finished_takes`).
+
+        Not fired for a run whose scenario is gone when an implementation takes the scenario: none
+        is handed None for what it asked for.
+        """
+        if scenario is None and "scenario" in self.run_finished_takes:
+            return
         try:
             self._hook.scenariokit_run_finished(run=run, scenario=scenario, streak=streak)
         except Exception:  # a plugin's fault must not fail the run

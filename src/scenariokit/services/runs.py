@@ -491,7 +491,7 @@ class RunService(ServiceBase):
         never lost). The ``run_finished`` hook's streak is read in the same transaction, after the
         outcome; it and the scenario are each read only when an implementation of the hook takes them.
         """
-        heard, takes = self.ctx.hooks.run_finished_heard, self.ctx.hooks.run_finished_takes
+        takes = self.ctx.hooks.run_finished_takes
         async with self.ctx.uow() as uow:
             if logs:
                 await uow.runs.append_logs(logs)
@@ -541,8 +541,7 @@ class RunService(ServiceBase):
             if "streak" in takes:
                 streak = streak_of(await uow.runs.recent_statuses(run, STREAK_WINDOW + 1))
             await uow.commit()
-        if heard and (scenario is not None or "scenario" not in takes):  # not when its scenario is gone
-            self.ctx.hooks.run_finished(run=run, scenario=scenario, streak=streak)
+        self.ctx.hooks.run_finished(run=run, scenario=scenario, streak=streak)
         return run
 
     async def record_browser_close(
@@ -674,11 +673,8 @@ class RunService(ServiceBase):
         store, so a plugin alerting on a change of state (pass to fail, fail to pass) alerts once
         whichever process finished the run; read only when an implementation takes it.
         """
-        takes = self.ctx.hooks.run_finished_takes
-        if not self.ctx.hooks.run_finished_heard or (scenario is None and "scenario" in takes):
-            return
         streak = None
-        if "streak" in takes:
+        if "streak" in self.ctx.hooks.run_finished_takes:
             try:
                 async with self.ctx.uow(readonly=True) as uow:
                     streak = streak_of(await uow.runs.recent_statuses(run, STREAK_WINDOW + 1))
