@@ -29,13 +29,15 @@ import urllib.request
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import pluggy
 
 from scenariokit import Run, RunStatus, Scenario, hookimpl
 from scenariokit.domain.model import RunStreak
+
+if TYPE_CHECKING:  # only the plugin manager's type: scenariokit brings pluggy, this plugin does not name it
+    import pluggy
 
 __all__ = [
     "WebhookConfig",
