@@ -876,10 +876,17 @@ async def statuses(http: aiohttp.ClientSession, ids: list[str]) -> dict[str, str
     return found
 
 
-async def runs_per_minute(http: aiohttp.ClientSession, body: dict[str, str], runs: int) -> float:
-    """Queue ``runs`` runs at once, await them as a dashboard does (one list request per poll)."""
+async def runs_per_minute(
+    http: aiohttp.ClientSession, body: dict[str, str], runs: int, queued: list[str] | None = None
+) -> float:
+    """Queue ``runs`` runs at once, await them as a dashboard does (one list request per poll).
+
+    ``queued``, when given, gets the runs' ids.
+    """
     began = time.perf_counter()
     ids = [await queue_run(http, body) for _ in range(runs)]
+    if queued is not None:
+        queued.extend(ids)
     while True:
         async with http.get("/api/v1/run", params={"status": "in_progress", "limit": "1"}) as answer:
             if (await answer.json())["total"] == 0:

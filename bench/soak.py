@@ -8,7 +8,11 @@ API traffic (``bench/api.py``'s mix: 75% ``GET /api/v1/scenarios?limit=20&orderB
 2. **Runs under load**: the same while 16 connections send the API mix as fast as the server answers;
    runs/min, its ratio to (1) (target ≥ 90%), and the API's requests/s, p50, p99 meanwhile.
    For both, where the cores went: the server itself (API and scheduler), the runs' processes
-   (workers, drivers, browsers), this client, and the rest of the machine, with the load average.
+   (workers, drivers, browsers), this client, and the rest of the machine, with the load average;
+   and where a run's time went, from the runs' stored timings (docs/rest.md, "Run timings"): the
+   means of its phases from the claim to the report of its outcome, and the time of a run slot
+   (the wall time times the workers, per run) none of them covers: from one run's outcome to the
+   next claim on its slot, which is the scheduler's hand-offs through the server's event loop.
 3. **Soak** (``--minutes``, default 10): the API mix on 8 connections, runs kept queued (a new one each
    time one ends, ``--parallel`` at once), and every minute one worker process is killed (SIGKILL).
    Afterwards every run must have ended (pass, or fail for the killed ones) — none lost, none stuck —
@@ -45,12 +49,45 @@ from _shared import (
 )
 
 from api import BENCH_KEY, Result, load, postgres_schema, seed
+from scenariokit.runner.parent.capacity import default_workers
 
 API = "/api/v1"
 LOAD_CONNECTIONS = 16
 SOAK_CONNECTIONS = 8
 TARGET_RATIO = 0.9
 FINISHED = ("pass", "fail")
+
+
+#: a run's phases from the start of its claim to its report, as the run's timings name them
+PHASES = {
+    "claimMs": "claim",
+    "jobToWorkerMs": "to a worker",
+    "browserReadyMs": "browser",
+    "contextAndPageMs": "page",
+    "stepsMs": "steps",
+    "afterStepsMs": "report",
+}
+
+
+async def time_split(
+    http: aiohttp.ClientSession, ids: list[str], seconds: float, workers: int
+) -> dict[str, float]:
+    """The runs' mean phases in ms (:data:`PHASES`), and ``outside``: a slot's time none covers."""
+    sums = dict.fromkeys(PHASES, 0.0)
+    for run_id in ids:
+        async with http.get(f"{API}/run/{run_id}", params={"limit": "1"}) as answer:
+            timings = (await answer.json())["timings"] or {}
+        for key in PHASES:
+            sums[key] += timings.get(key) or 0
+    means = {key: total / len(ids) for key, total in sums.items()}
+    means["outside"] = seconds * 1000 * workers / len(ids) - sum(means.values())
+    return means
+
+
+def describe_split(alone: dict[str, float], loaded: dict[str, float]) -> str:
+    """``claim 5 → 9, to a worker 127 → 219, …`` (ms)."""
+    names = {**PHASES, "outside": "outside them"}
+    return ", ".join(f"{names[key]} {alone[key]:.0f} → {loaded[key]:.0f}" for key in names)
 
 
 def rss_mib(pid: int) -> float:
@@ -139,16 +176,21 @@ async def report(url: str, pid: int, page_url: str, args: argparse.Namespace, gr
         await seed(url, 200)
         await runs_per_minute(http, body, 4)  # warm up
         split_alone, split_loaded = CpuSplit(pid, group), CpuSplit(pid, group)
+        ids_alone: list[str] = []
+        ids_loaded: list[str] = []
         split_alone.start()
-        alone = await runs_per_minute(http, body, args.runs)
+        alone = await runs_per_minute(http, body, args.runs, ids_alone)
         split_alone.stop()
         stop = asyncio.Event()
         split_loaded.start()
         traffic = asyncio.create_task(load(url, "API mix", 0, stop=stop, connections=LOAD_CONNECTIONS))
-        loaded = await runs_per_minute(http, body, args.runs)
+        loaded = await runs_per_minute(http, body, args.runs, ids_loaded)
         stop.set()
         api = await traffic
         split_loaded.stop()
+        workers = default_workers()  # the server's default, which it runs with here
+        time_alone = await time_split(http, ids_alone, args.runs * 60 / alone, workers)
+        time_loaded = await time_split(http, ids_loaded, args.runs * 60 / loaded, workers)
     ratio = loaded / alone if alone else 0.0
     met = "met" if ratio >= TARGET_RATIO else "NOT met"
     print(f"{args.runs} runs of a three-step scenario, {os.cpu_count()} cores")
@@ -159,6 +201,7 @@ async def report(url: str, pid: int, page_url: str, args: argparse.Namespace, gr
           f"p99 {api.quantile(0.99):.1f} ms, errors {api.errors} {api.error_kinds or ''}")  # fmt: skip
     print(f"  CPU, runs alone:       {split_alone.describe()}")
     print(f"  CPU, runs under load:  {split_loaded.describe()}")
+    print(f"  a run's time, alone → under load (means, ms): {describe_split(time_alone, time_loaded)}")
     if args.minutes <= 0:
         return
     result, stuck, kills, start_rss, end_rss = await soak(url, pid, body, args.minutes, args.parallel)
