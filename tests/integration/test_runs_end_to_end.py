@@ -255,6 +255,51 @@ async def test_a_finished_runs_log_holds_every_line_even_when_log_writes_are_slo
     assert [line.message for line in result.logs.items if line.level == "info"] == ["slow line"]
 
 
+async def test_a_runs_slot_goes_to_the_next_run_before_its_last_write_ends(
+    kit: scenariokit.Kit, site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run ends while a write of its progress is under way: the next run is claimed meanwhile."""
+    order: list[str] = []
+    write, claim = kit.services.runs.record_progress, kit.services.runs.claim
+
+    async def slow_write(run_id: Any, entries: Any, step_results: Any = None) -> None:
+        await write(run_id, entries, step_results)
+        if any(entry.message == "slow line" for entry in entries):
+            await asyncio.sleep(2.0)  # the step ends, and with it the run, during this write
+            order.append("the ended run's write")
+
+    async def claiming(owner: str) -> Any:
+        claimed = await claim(owner)
+        if claimed is not None:
+            order.append(f"claimed {claimed[0].scenario_id}")
+        return claimed
+
+    monkeypatch.setattr(kit.services.runs, "record_progress", slow_write)
+    monkeypatch.setattr(kit.services.runs, "claim", claiming)
+    await kit.start_runner()
+    env = await _env(kit, site)
+    chatty, waiting, last = [
+        await kit.scenarios.create({"name": name, "steps": [{"execCode": code}]})
+        for name, code in (
+            ("chatty", "import asyncio\nprint('slow line')\nawait asyncio.sleep(0.6)"),
+            ("holds the other slot", "import asyncio\nawait asyncio.sleep(5)"),
+            ("next", "print('next')"),
+        )
+    ]
+    runs = [
+        await kit.runs.create({"scenarioId": str(s.id), "environmentId": str(env.id)})
+        for s in (chatty, waiting)
+    ]
+    while len(order) < 2:  # both slots taken before the next run is queued
+        await asyncio.sleep(0.05)
+    runs.append(await kit.runs.create({"scenarioId": str(last.id), "environmentId": str(env.id)}))
+
+    ended = [await kit.services.runs.wait(run.id, 60) for run in runs]
+
+    assert [detail.run.status for detail in ended] == [RunStatus.PASS] * 3
+    assert order.index(f"claimed {last.id}") < order.index("the ended run's write"), order
+
+
 async def test_every_run_keeps_its_timeline_phase_by_phase(kit: scenariokit.Kit, site: Site) -> None:
     env = await _env(kit, site)
     scenario = await kit.scenarios.create(

@@ -824,14 +824,21 @@ class WorkerPool:
         slots, not the workers, bound how many runs execute at once.
         """
         assert self._idle is not None
-        if not await self._until_cancelled(run, self._slots.acquire()):
+        # What is free is taken at once: waiting (a task, a wait) costs turns of the event loop, and on
+        # a busy server each turn waits behind the requests it serves meanwhile.
+        if not self._slots.locked():
+            await self._slots.acquire()  # does not wait
+        elif not await self._until_cancelled(run, self._slots.acquire()):
             return None
         run.holds_slot = True
         while not run.cancelled.is_set():
-            getter = asyncio.ensure_future(self._idle.get())
-            if not await self._until_cancelled(run, getter):
-                return None
-            worker = getter.result()
+            if not self._idle.empty():
+                worker = self._idle.get_nowait()
+            else:
+                getter = asyncio.ensure_future(self._idle.get())
+                if not await self._until_cancelled(run, getter):
+                    return None
+                worker = getter.result()
             if not worker.ready:  # it died while idle; its replacement will queue up
                 continue
             if run.cancelled.is_set():

@@ -446,13 +446,12 @@ class Scheduler:
             log.exception("executing run %s failed", execution.run_id)
             outcome = self._failed(execution.job, f"{type(exc).__name__}: {exc}")
         finally:
+            # the worker is done with: the slot goes to the next run before the last write of this one
+            self._slots.release()
             stop_flushing.set()  # never cancelled: a cancel during a write would lose the lines it held
-            try:
-                await flusher
-                if outcome is None:  # abandoned (the scheduler stops): what it logged is kept all the same
-                    await self._flush(execution)
-            finally:
-                self._slots.release()
+            await flusher
+            if outcome is None:  # abandoned (the scheduler stops): what it logged is kept all the same
+                await self._flush(execution)
         return outcome
 
     async def _finish(self, execution: _Execution, outcome: RunFinished) -> None:

@@ -43,6 +43,7 @@ from scenariokit.runner.confinement.sandbox import (
     ResourceLimits,
     SandboxConfig,
     SandboxKind,
+    WorkerCommand,
     WorkerUser,
     drops_user,
     lease_worker_user,
@@ -192,19 +193,20 @@ class WorkerHandle:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
         launch = self._launch
+        preparing = asyncio.ensure_future(asyncio.to_thread(self._prepare))
         try:
-            if drops_user(launch.kind):  # a user of its own: no run shares another's process limit
-                self.user = await asyncio.to_thread(lease_worker_user)
-            uid = self.user.uid if self.user is not None else None
-            self.run_dir = await asyncio.to_thread(make_run_dir, launch.pool_dir, uid, launch.memory_dir)
-            if launch.groups is not None:
-                self.group = await asyncio.to_thread(launch.groups.create)
+            zygote_problem = await asyncio.shield(preparing)
         except BaseException:
+            with contextlib.suppress(BaseException):  # cancelled: what it leased is given back all the same
+                await preparing
             await asyncio.to_thread(self.kill)  # gives the id back
             raise
+        uid = self.user.uid if self.user is not None else None
         parent_end: socket.socket | None = None
         if launch.zygote is not None:
             try:
+                if zygote_problem is not None:
+                    raise zygote_problem
                 parent_end, outputs = await self._fork(launch.zygote, uid)
             except ZygoteUnavailable as exc:
                 logger.warning("worker started by exec: %s", exc)
@@ -248,6 +250,28 @@ class WorkerHandle:
                     f"worker process did not start within {READY_TIMEOUT_SECONDS:g} s"
                 ) from None
             raise
+
+    def _prepare(self) -> ZygoteUnavailable | None:
+        """What a start blocks on before any process, on one thread: the lease of a user id, the private
+        directory, the control group, and a dead zygote started again. What the zygote's check found
+        wrong is returned, for the start to go by exec.
+
+        One hand-off to a thread and back, not one for each: on a server, each return to the event loop
+        waits behind the requests it is serving meanwhile (docs/deployment.md, "Runs under API load").
+        """
+        launch = self._launch
+        if drops_user(launch.kind):  # a user of its own: no run shares another's process limit
+            self.user = lease_worker_user()
+        uid = self.user.uid if self.user is not None else None
+        self.run_dir = make_run_dir(launch.pool_dir, uid, launch.memory_dir)
+        if launch.groups is not None:
+            self.group = launch.groups.create()
+        if launch.zygote is not None:
+            try:
+                launch.zygote.ensure_running()  # before a sandbox is started for nothing
+            except ZygoteUnavailable as exc:
+                return exc
+        return None
 
     def _exec(self, uid: int | None) -> tuple[socket.socket, tuple[IO[bytes] | None, IO[bytes] | None]]:
         """Start the worker's own Python (under bubblewrap when the pool has it): its pipe and output."""
@@ -296,13 +320,11 @@ class WorkerHandle:
         """
         launch = self._launch
         assert self.run_dir is not None
-        await asyncio.to_thread(zygote.ensure_running)  # before a sandbox is started for nothing
         parent_end, child_end = socket.socketpair()
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         given = [child_end.fileno(), out_write, err_write]
-        sandbox: SandboxNamespaces | None = None
-        groups = 0
+        info_read: int | None = None
         try:
             if launch.kind == "bubblewrap":
                 info_read, info_write = os.pipe()
@@ -328,19 +350,12 @@ class WorkerHandle:
                 finally:
                     os.close(info_write)
                 self._bubblewrap = True
-                pidfd, sandbox = await asyncio.to_thread(_sandbox_ready, self._process, info_read)
-                given.append(pidfd)
             else:
                 command = worker_plan("none", self.run_dir, launch.config, None, node_cache=launch.node_cache)
-            if self.group is not None:  # the worker joins it before it runs anything of its own
-                for name in self.group.procs_files:
-                    given.append(os.open(name, os.O_WRONLY | os.O_CLOEXEC))
-                groups = len(self.group.procs_files)
-            request = ForkRequest(
-                env=command.env, cwd=command.inner_dir, uid=uid, sandbox=sandbox, groups=groups
-            )
             self.inner_dir = command.inner_dir
-            forking = asyncio.ensure_future(asyncio.to_thread(zygote.fork, request, given))
+            forking = asyncio.ensure_future(
+                asyncio.to_thread(self._fork_in, zygote, command, uid, info_read, given)
+            )
             try:
                 self._forked = await asyncio.shield(forking)
             except asyncio.CancelledError:  # a worker it forked meanwhile is ours to stop all the same
@@ -363,6 +378,25 @@ class WorkerHandle:
             for fd in given[1:]:
                 os.close(fd)
         return parent_end, (os.fdopen(out_read, "rb"), os.fdopen(err_read, "rb"))
+
+    def _fork_in(
+        self, zygote: Zygote, command: WorkerCommand, uid: int | None, info: int | None, given: list[int]
+    ) -> ForkedWorker:
+        """On a thread: wait for the sandbox (``info``: its bubblewrap's pipe, None without one), then
+        have the zygote fork the worker into it. The descriptors it opens for the fork go in ``given``.
+        """
+        sandbox: SandboxNamespaces | None = None
+        if info is not None:
+            assert self._process is not None
+            pidfd, sandbox = _sandbox_ready(self._process, info)
+            given.append(pidfd)
+        groups = 0
+        if self.group is not None:  # the worker joins it before it runs anything of its own
+            for name in self.group.procs_files:
+                given.append(os.open(name, os.O_WRONLY | os.O_CLOEXEC))
+            groups = len(self.group.procs_files)
+        request = ForkRequest(env=command.env, cwd=command.inner_dir, uid=uid, sandbox=sandbox, groups=groups)
+        return zygote.fork(request, given)
 
     def _in_group(self, argv: list[str]) -> list[str]:
         """``argv`` born in this worker's control group, when it has one."""
