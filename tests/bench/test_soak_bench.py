@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from aiohttp import ClientSession, web
+from aiohttp.test_utils import TestServer
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -27,17 +28,9 @@ async def test_a_slots_time_outside_the_runs_phases_is_what_their_means_leave_of
 
     app = web.Application()
     app.router.add_get("/api/v1/run/{id}", detail)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        async with ClientSession(f"http://127.0.0.1:{port}") as http:
-            # two runs in 0.5 s on two workers: a slot's time is 500 ms a run
-            split = await soak.time_split(http, ["one", "two"], 0.5, 2)
-    finally:
-        await runner.cleanup()
+    async with TestServer(app, host="127.0.0.1") as server, ClientSession(str(server.make_url(""))) as http:
+        # two runs in 0.5 s on two workers: a slot's time is 500 ms a run
+        split = await soak.time_split(http, ["one", "two"], 0.5, 2)
 
     assert split == {
         "claimMs": 5.0,
