@@ -9,13 +9,16 @@ work to threads in as few calls as it can. These run on the session's shared poo
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from scenariokit.domain.job import RunEvent, RunJob
+from scenariokit.runner.parent import worker_handle as worker_handle_module
 from scenariokit.runner.parent.executor import WorkerPool
 from scenariokit.runner.parent.worker_handle import WorkerHandle
 
@@ -100,3 +103,37 @@ async def test_a_workers_start_hands_its_blocking_work_to_threads_in_two_calls(
 
     assert worker.started
     assert handed == (["_prepare", "_fork_in"] if launch.zygote is not None else ["_prepare"])
+
+
+async def test_a_start_cancelled_while_a_thread_prepares_it_leaves_nothing_behind(
+    full_pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread goes on after the cancel: its folder (and lease, as root under bubblewrap) are undone."""
+    launch = full_pool.launch
+    assert launch is not None
+    make_run_dir = worker_handle_module.make_run_dir
+    made: list[Path] = []
+
+    def slow_run_dir(*args: Any) -> Path:
+        time.sleep(0.3)  # the cancel comes meanwhile
+        made.append(make_run_dir(*args))
+        return made[-1]
+
+    monkeypatch.setattr(worker_handle_module, "make_run_dir", slow_run_dir)
+    worker = WorkerHandle(launch)
+
+    def ignore(*_: object) -> None:
+        return None
+
+    starting = asyncio.ensure_future(worker.start(ignore, ignore))
+    await asyncio.sleep(0.05)
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    for _ in range(40):  # had the start not waited for its thread, the folder would come after it
+        if made:
+            break
+        await asyncio.sleep(0.05)
+
+    assert len(made) == 1 and not made[0].exists(), "its folder is removed"
+    assert worker.user is None or not worker.user.held, "its user id is given back"
