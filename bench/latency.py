@@ -7,7 +7,12 @@ person or a CI job starting a run, not a queue: the queue is bench/service.py's)
 client polling ``GET /api/v1/run/{id}`` every 10 ms first sees it finished. Median and p95 are printed
 against the targets (120 ms and 250 ms), and the mean run timeline shows where the time went.
 
-    python bench/latency.py [--runs 40] [--gap 0.5]
+With ``--load N`` the runs go while ``N`` connections send ``bench/api.py``'s dashboard mix as fast as
+the server answers (200 scenarios seeded first): a run's latency where the server's event loop is busy
+with requests and a core is still free for the run, with the API's requests/s and p99 meanwhile. The
+targets are those of a run alone; the figures under load say what a busy dashboard adds to them.
+
+    python bench/latency.py [--runs 40] [--gap 0.5] [--load 16]
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 import aiohttp
 from _shared import create, scenariokit_serve, timeline_lines, timings_of
 
+from api import load, seed
 from scenariokit.formats.convert import parse_time
 from scenariokit.settings import Settings
 
@@ -60,22 +66,37 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--gap", type=float, default=0.5, help="idle seconds between runs")
+    parser.add_argument("--load", type=int, default=0, help="connections sending the API mix meanwhile")
     args = parser.parse_args()
+    traffic = ""
     with tempfile.TemporaryDirectory() as tmp:
         async with scenariokit_serve(Path(tmp)) as served, aiohttp.ClientSession(served.url) as http:
             env = await create(http, f"{API}/environments", {"name": "bench", "data": {}})
             steps = [{"execCode": "log('x')"}]
             scenario = await create(http, f"{API}/scenarios", {"name": "one step", "steps": steps})
             body = {"scenarioId": scenario["id"], "environmentId": env["id"]}
+            stop = asyncio.Event()
+            mix = None
+            if args.load:
+                await seed(served.url, 200)
+                mix = asyncio.create_task(load(served.url, "API mix", 0, stop=stop, connections=args.load))
             samples = []
             for index in range(WARM_UP_RUNS + args.runs):
                 sample = await one_run(http, body)
                 if index >= WARM_UP_RUNS:
                     samples.append(sample)
                 await asyncio.sleep(args.gap)
+            if mix is not None:
+                stop.set()
+                api = await mix
+                traffic = (
+                    f", under the API mix on {args.load} connections ({api.rps:.0f} req/s, "
+                    f"p99 {api.quantile(0.99):.1f} ms, errors {api.errors})"
+                )
     finished = [s[0] for s in samples]
     seen = [s[1] for s in samples]
-    print(f"POST /api/v1/run → finished, one-step scenario, {args.runs} runs, {Settings().workers} workers")
+    workers = Settings().workers
+    print(f"POST /api/v1/run → finished, one-step scenario, {args.runs} runs, {workers} workers{traffic}")
     for label, values in (("→ finishedAt", finished), ("→ seen finished (10 ms polls)", seen)):
         median, high = statistics.median(values), p95(values)
         verdict = "met" if median <= TARGET_MEDIAN_MS and high <= TARGET_P95_MS else "not met"
