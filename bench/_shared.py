@@ -672,6 +672,19 @@ _PHASES = (
 )
 
 
+#: claim → report: the phases a run occupies a worker slot for (the store writes overlap them)
+IN_SLOT_PHASES = _PHASES[1:7]
+
+
+def slot_phase_means(timings: Sequence[RunTimings | None]) -> dict[str, float]:
+    """The mean ms of each of :data:`IN_SLOT_PHASES` over the runs, by label (a phase a run did not
+    go through, or a run without timings, counts 0)."""
+    return {
+        label: statistics.fmean(getattr(t, name) or 0 if t is not None else 0 for t in timings)
+        for label, name in IN_SLOT_PHASES
+    }
+
+
 def timeline_lines(timings: Sequence[RunTimings | None]) -> list[str]:
     """Each phase's mean and total over the runs, so the next gap is visible."""
     kept = [t for t in timings if t is not None]
@@ -680,9 +693,7 @@ def timeline_lines(timings: Sequence[RunTimings | None]) -> list[str]:
         values = [v for t in kept if (v := getattr(t, name)) is not None]
         if values:
             lines.append(f"  {label:24s} {statistics.fmean(values):7.1f} ms {sum(values) / 1000:7.2f} s")
-    in_run = [
-        sum(getattr(t, name) or 0 for _, name in _PHASES[1:7]) for t in kept
-    ]  # claim → report: what a run occupies a worker slot for, the store writes aside
+    in_run = [sum(getattr(t, name) or 0 for _, name in IN_SLOT_PHASES) for t in kept]
     if in_run:
         lines.append(f"  {'claim → outcome, summed':24s} {statistics.fmean(in_run):7.1f} ms")
     return lines
@@ -865,36 +876,41 @@ async def queue_run(http: aiohttp.ClientSession, body: dict[str, str]) -> str:
     return str(run["id"])
 
 
-async def statuses(http: aiohttp.ClientSession, ids: list[str]) -> dict[str, str]:
-    """The status of each run (one request per run: a run missing from the store is an error)."""
-    found = {}
+async def run_details(http: aiohttp.ClientSession, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Each run's detail (one request per run: a run missing from the store is an error)."""
+    found = []
     for run_id in ids:
         async with http.get(f"/api/v1/run/{run_id}", params={"limit": "1"}) as answer:
             if answer.status != 200:
                 raise SystemExit(f"run {run_id} is lost: GET answered {answer.status}")
-            found[run_id] = (await answer.json())["status"]
+            found.append(await answer.json())
     return found
 
 
+async def statuses(http: aiohttp.ClientSession, ids: list[str]) -> dict[str, str]:
+    """The status of each run (:func:`run_details`)."""
+    return {run_id: d["status"] for run_id, d in zip(ids, await run_details(http, ids), strict=True)}
+
+
 async def runs_per_minute(
-    http: aiohttp.ClientSession, body: dict[str, str], runs: int, queued: list[str] | None = None
+    http: aiohttp.ClientSession, body: dict[str, str], runs: int, details: list[dict[str, Any]] | None = None
 ) -> float:
     """Queue ``runs`` runs at once, await them as a dashboard does (one list request per poll).
 
-    ``queued``, when given, gets the runs' ids.
+    ``details``, when given, gets the finished runs' details, as read to check that each passed.
     """
     began = time.perf_counter()
     ids = [await queue_run(http, body) for _ in range(runs)]
-    if queued is not None:
-        queued.extend(ids)
     while True:
         async with http.get("/api/v1/run", params={"status": "in_progress", "limit": "1"}) as answer:
             if (await answer.json())["total"] == 0:
                 break
         await asyncio.sleep(DASHBOARD_POLL_SECONDS)
     elapsed = time.perf_counter() - began
-    ended = await statuses(http, ids)
-    failed = [i for i, status in ended.items() if status != "pass"]
+    ended = await run_details(http, ids)
+    failed = [run_id for run_id, d in zip(ids, ended, strict=True) if d["status"] != "pass"]
     if failed:
         raise SystemExit(f"{len(failed)} of {runs} runs did not pass (first: {failed[0]})")
+    if details is not None:
+        details.extend(ended)
     return per_minute(runs, elapsed)

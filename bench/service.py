@@ -40,6 +40,7 @@ from _shared import (
     create,
     memory_peak,
     per_minute,
+    run_details,
     scenariokit_serve,
     serve_page,
     target_line,
@@ -84,10 +85,7 @@ async def the_service(url: str) -> AsyncIterator[tuple[Any, aiohttp.ClientSessio
 async def finished(http: aiohttp.ClientSession, ids: list[str]) -> list[dict[str, Any]]:
     """The runs ``ids`` once their browsers closed; exits if any did not pass."""
     await asyncio.sleep(1)  # the last browsers close after their outcome: let that land
-    details = []
-    for run_id in ids:
-        async with http.get(f"{API}/run/{run_id}", params={"limit": "1"}) as answer:
-            details.append(await answer.json())
+    details = await run_details(http, ids)
     failed = [d for d in details if d["status"] != "pass"]
     if failed:
         raise SystemExit(f"{len(failed)} runs did not pass: {failed[0]['error']}")

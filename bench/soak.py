@@ -31,7 +31,9 @@ import os
 import signal
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from _shared import (
@@ -44,11 +46,14 @@ from _shared import (
     runs_per_minute,
     scenariokit_serve,
     serve_page,
+    slot_phase_means,
     statuses,
+    timings_of,
     worker_children,
 )
 
 from api import BENCH_KEY, Result, load, postgres_schema, seed
+from scenariokit.domain.model import RunTimings
 from scenariokit.runner.parent.capacity import default_workers
 
 API = "/api/v1"
@@ -58,36 +63,17 @@ TARGET_RATIO = 0.9
 FINISHED = ("pass", "fail")
 
 
-#: a run's phases from the start of its claim to its report, as the run's timings name them
-PHASES = {
-    "claimMs": "claim",
-    "jobToWorkerMs": "to a worker",
-    "browserReadyMs": "browser",
-    "contextAndPageMs": "page",
-    "stepsMs": "steps",
-    "afterStepsMs": "report",
-}
-
-
-async def time_split(
-    http: aiohttp.ClientSession, ids: list[str], seconds: float, workers: int
-) -> dict[str, float]:
-    """The runs' mean phases in ms (:data:`PHASES`), and ``outside``: a slot's time none covers."""
-    sums = dict.fromkeys(PHASES, 0.0)
-    for run_id in ids:
-        async with http.get(f"{API}/run/{run_id}", params={"limit": "1"}) as answer:
-            timings = (await answer.json())["timings"] or {}
-        for key in PHASES:
-            sums[key] += timings.get(key) or 0
-    means = {key: total / len(ids) for key, total in sums.items()}
-    means["outside"] = seconds * 1000 * workers / len(ids) - sum(means.values())
+def time_split(timings: Sequence[RunTimings | None], seconds: float, workers: int) -> dict[str, float]:
+    """The runs' mean phases in ms (:func:`slot_phase_means`), and ``outside them``: what of a slot's
+    time (``seconds`` of wall time times ``workers``, per run) none of them covers."""
+    means = slot_phase_means(timings)
+    means["outside them"] = seconds * 1000 * workers / len(timings) - sum(means.values())
     return means
 
 
 def describe_split(alone: dict[str, float], loaded: dict[str, float]) -> str:
-    """``claim 5 → 9, to a worker 127 → 219, …`` (ms)."""
-    names = {**PHASES, "outside": "outside them"}
-    return ", ".join(f"{names[key]} {alone[key]:.0f} → {loaded[key]:.0f}" for key in names)
+    """``claim 5 → 9, job to worker 127 → 219, …`` (ms)."""
+    return ", ".join(f"{label} {alone[label]:.0f} → {loaded[label]:.0f}" for label in alone)
 
 
 def rss_mib(pid: int) -> float:
@@ -176,21 +162,21 @@ async def report(url: str, pid: int, page_url: str, args: argparse.Namespace, gr
         await seed(url, 200)
         await runs_per_minute(http, body, 4)  # warm up
         split_alone, split_loaded = CpuSplit(pid, group), CpuSplit(pid, group)
-        ids_alone: list[str] = []
-        ids_loaded: list[str] = []
+        ran_alone: list[dict[str, Any]] = []
+        ran_loaded: list[dict[str, Any]] = []
         split_alone.start()
-        alone = await runs_per_minute(http, body, args.runs, ids_alone)
+        alone = await runs_per_minute(http, body, args.runs, ran_alone)
         split_alone.stop()
         stop = asyncio.Event()
         split_loaded.start()
         traffic = asyncio.create_task(load(url, "API mix", 0, stop=stop, connections=LOAD_CONNECTIONS))
-        loaded = await runs_per_minute(http, body, args.runs, ids_loaded)
+        loaded = await runs_per_minute(http, body, args.runs, ran_loaded)
         stop.set()
         api = await traffic
         split_loaded.stop()
         workers = default_workers()  # the server's default, which it runs with here
-        time_alone = await time_split(http, ids_alone, args.runs * 60 / alone, workers)
-        time_loaded = await time_split(http, ids_loaded, args.runs * 60 / loaded, workers)
+        time_alone = time_split(timings_of(ran_alone), args.runs * 60 / alone, workers)
+        time_loaded = time_split(timings_of(ran_loaded), args.runs * 60 / loaded, workers)
     ratio = loaded / alone if alone else 0.0
     met = "met" if ratio >= TARGET_RATIO else "NOT met"
     print(f"{args.runs} runs of a three-step scenario, {os.cpu_count()} cores")
