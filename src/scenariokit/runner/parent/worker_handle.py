@@ -166,6 +166,11 @@ class WorkerHandle:
         return self._launch.config.limits
 
     @property
+    def uid(self) -> int | None:
+        """The user id leased to it; None where it runs as the service's own user."""
+        return self.user.uid if self.user is not None else None
+
+    @property
     def ready(self) -> bool:
         """Whether the worker has started and is still alive."""
         return self.started and not self.gone
@@ -201,7 +206,7 @@ class WorkerHandle:
                 await preparing
             await asyncio.to_thread(self.kill)  # gives the id back
             raise
-        uid = self.user.uid if self.user is not None else None
+        uid = self.uid
         parent_end: socket.socket | None = None
         if launch.zygote is not None:
             try:
@@ -262,8 +267,7 @@ class WorkerHandle:
         launch = self._launch
         if drops_user(launch.kind):  # a user of its own: no run shares another's process limit
             self.user = lease_worker_user()
-        uid = self.user.uid if self.user is not None else None
-        self.run_dir = make_run_dir(launch.pool_dir, uid, launch.memory_dir)
+        self.run_dir = make_run_dir(launch.pool_dir, self.uid, launch.memory_dir)
         if launch.groups is not None:
             self.group = launch.groups.create()
         if launch.zygote is not None:
