@@ -68,17 +68,30 @@ async def _three_steps(page: object, url: str) -> None:
     await expect(page.locator("#out")).to_have_text("Hello bench")  # type: ignore[attr-defined]
 
 
+def plain_launch_options(config: BrowserConfig | None = None) -> dict[str, Any]:
+    """How a plain Playwright script launches the headless shell: Playwright's own flags, nothing added.
+
+    The one thing such a script names is the executable, which Playwright finds by itself where
+    ``playwright install`` could download it; scenariokit's launch flags (``DEFAULT_ARGS``: no
+    Chromium zygote, the GPU service in the browser process) are what using scenariokit brings.
+    """
+    config = config or discover_browser()
+    return {"executable_path": config.executable, "headless": True}
+
+
 async def bare_playwright(
-    url: str, count: int, config: BrowserConfig | None = None, *, at_once: int = 1
+    url: str, count: int, config: BrowserConfig | None = None, *, at_once: int = 1, plain: bool = False
 ) -> float:
     """Seconds for ``count`` runs of the hand-written script, each in a freshly launched browser.
 
     What a home-grown runner does: launch, context, page, the three steps, close; with ``at_once``
     above 1, that many such loops side by side in one script (``asyncio.gather`` over one Playwright
     driver), each taking the next run as soon as its browser closed: the same concurrency as
-    scenariokit with ``at_once`` workers.
+    scenariokit with ``at_once`` workers. The script launches with scenariokit's own flags
+    (:meth:`BrowserConfig.launch_options`), the stricter baseline; ``plain`` launches as a plain
+    Playwright script does (:func:`plain_launch_options`).
     """
-    options = (config or discover_browser()).launch_options()
+    options = plain_launch_options(config) if plain else (config or discover_browser()).launch_options()
     left = iter(range(count))
 
     async def loop(playwright: Any) -> None:

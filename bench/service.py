@@ -3,18 +3,20 @@
 ``scenariokit serve`` with its defaults (the worker count it picks for this machine, the headless shell
 discovery finds) on a free port and a temporary SQLite file, measured once it is warm (its pool has
 built the drivers' snapshot and zygote: a service that has been up a while). The benchmark creates an
-environment and a three-step scenario over REST, queues ``--runs`` runs of it with ``POST
-/api/v1/run``, and awaits them as a dashboard would: its panel of the runs in progress (``GET
+environment and a three-step scenario over REST, queues ``--runs`` runs of it with ``POST /api/v1/run``,
+and awaits them as a dashboard would: its panel of the runs in progress (``GET
 /api/v1/run?status=in_progress&limit=20``, a page and the count) every 250 ms until the count is 0.
-(Until wave 3, session 8 it listed up to 200 runs each time: 32 ms of the server's CPU a poll once
-150 runs were stored, about 7% of two cores, a load no dashboard showing a page puts on it.)
-The bare Playwright script (a fresh headless shell per run) is measured in the same process run, while
-the server is up and idle, twice: one browser at a time, and as many browsers at once as the server
-runs workers (the same concurrency). ``--rounds`` rounds measure all three, each in another order
-(the machine drifts); the ratios, taken within each round and then their median, are printed against
-their targets (issue 31: at least 1.0x the script at the same concurrency and 1.5x the one-at-a-time
-script). The peak memory (PSS) of one run's process tree (worker, driver, browsers), sampled in a
-pass of its own that is not timed, and the summed run timelines are reported too.
+(Until wave 3, session 8 it listed up to 200 runs each time: 32 ms of the server's CPU a poll once 150
+runs were stored, about 7% of two cores, a load no dashboard showing a page puts on it.) The bare
+Playwright script (a fresh headless shell per run) is measured in the same process run, while the server
+is up and idle, twice: one browser at a time, and as many browsers at once as the server runs workers
+(the same concurrency). The script launches with scenariokit's own browser flags, the stricter baseline;
+a fourth pass launches as a plain Playwright script does (Playwright's own flags, as the user who writes
+it gets), as many at once. ``--rounds`` rounds measure all four, each in another order (the machine
+drifts); the ratios, taken within each round and then their median, are printed against their targets
+(issue 31: at least 1.0x the script at the same concurrency and 1.5x the one-at-a-time script), and the
+plain script's beside them. The peak memory (PSS) of one run's process tree (worker, driver, browsers),
+sampled in a pass of its own that is not timed, and the summed run timelines are reported too.
 
     python bench/service.py [--runs 50] [--rounds 3]
 """
@@ -102,7 +104,7 @@ async def main() -> None:
     args = parser.parse_args()
     workers = Settings().workers
     runner, url = await serve_page()
-    rates: dict[str, list[float]] = {"bare": [], "at once": [], "served": []}
+    rates: dict[str, list[float]] = {"bare": [], "at once": [], "plain at once": [], "served": []}
     details: list[dict[str, Any]] = []
     try:
         await bare_playwright(url, 2)  # warm the disk cache
@@ -116,11 +118,12 @@ async def main() -> None:
             passes: dict[str, Callable[[], Awaitable[float]]] = {
                 "bare": lambda: bare_playwright(url, args.runs),
                 "at once": lambda: bare_playwright(url, args.runs, at_once=workers),
+                "plain at once": lambda: bare_playwright(url, args.runs, at_once=workers, plain=True),
                 "served": through_the_service,
             }
             order = list(passes)
             for round_ in range(args.rounds):
-                # the machine drifts: each round measures all three, in another order
+                # the machine drifts: each round measures all four, in another order
                 shift = round_ % len(order)
                 for key in order[shift:] + order[:shift]:
                     rates[key].append(per_minute(args.runs, await passes[key]()))
@@ -135,11 +138,13 @@ async def main() -> None:
     # each round's ratio is taken within the round, less exposed to the drift than a ratio of medians
     to_at_once = statistics.median(s / b for s, b in zip(rates["served"], rates["at once"], strict=True))
     to_bare = statistics.median(s / b for s, b in zip(rates["served"], rates["bare"], strict=True))
+    to_plain = statistics.median(s / b for s, b in zip(rates["served"], rates["plain at once"], strict=True))
     rounds = f"median of {args.rounds} round(s)"
     print(f"{args.runs} runs of a three-step scenario, {os.cpu_count()} cores, {rounds}")
     labels = {
         "bare": "bare Playwright script, one browser at a time",
         "at once": f"bare Playwright script, {workers} browsers at once",
+        "plain at once": f"plain Playwright script (its own flags), {workers} at once",
         "served": f"scenariokit serve, defaults ({workers} workers), over REST",
     }
     for key, label in labels.items():
@@ -147,6 +152,7 @@ async def main() -> None:
         print(f"  {label:60s} {median[key]:7.1f} runs/min{spread}")
     print(f"  {target_line(f'against the script with {workers} at once', to_at_once, 1.0)}")
     print(f"  {target_line('against the script one at a time', to_bare, 1.5)}")
+    print(f"  against the plain script with {workers} at once (Playwright's own flags): {to_plain:.2f}x")
     print(f"peak memory of one run's process tree: {memory.describe()}; {memory.against_target()}")
     for line in timeline_lines(timings_of(details)):
         print(f"  {line}")

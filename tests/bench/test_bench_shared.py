@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scenariokit.domain.model import RunTimings
+from scenariokit.runner.worker.browser import DEFAULT_ARGS
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -30,6 +31,57 @@ async def test_the_bare_script_at_once_runs_each_run_once_in_browsers_side_by_si
         await runner.cleanup()
     assert loads == ["/", "/", "/"]  # three runs, none twice, none lost, whatever the loops' order
     assert seconds > 0
+
+
+async def test_the_plain_script_launches_with_playwrights_own_flags_and_scenariokits_with_its_own() -> None:
+    """The plain script's browser starts its zygote and GPU process as Playwright leaves them (some of
+    ``DEFAULT_ARGS`` are Playwright's own too); the bare script's has all of scenariokit's flags."""
+    launched: list[list[str]] = []
+    runner, url = await _shared.serve_page(lambda request: launched.append(_browser_args_of(os.getpid())))
+    try:
+        await _shared.bare_playwright(url, 1, plain=True)
+        await _shared.bare_playwright(url, 1)
+    finally:
+        await runner.cleanup()
+    plain, tuned = launched
+    assert not {"--no-zygote", "--in-process-gpu"} & set(plain)
+    assert "--headless" in plain or any(arg.startswith("--headless=") for arg in plain)
+    assert set(DEFAULT_ARGS) <= set(tuned)
+    assert _shared.plain_launch_options().keys() == {"executable_path", "headless"}
+
+
+def _browser_args_of(root: int) -> list[str]:
+    """The command line of the one browser process (no ``--type=``) under ``root``."""
+    browsers = [
+        argv
+        for pid in _descendants(root)
+        if (argv := _argv(pid))
+        and "--remote-debugging-pipe" in argv
+        and not any(arg.startswith("--type=") for arg in argv)
+    ]
+    assert len(browsers) == 1, browsers
+    return browsers[0]
+
+
+def _descendants(root: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found = {root}
+    while grown := {pid for pid, parent in parents.items() if parent in found} - found:
+        found |= grown
+    return found - {root}
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    except OSError:
+        return []
 
 
 def test_a_target_line_says_met_or_not() -> None:

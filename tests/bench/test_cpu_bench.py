@@ -52,6 +52,19 @@ def test_the_exact_count_is_compared_with_the_bare_script_at_the_same_concurrenc
     assert "outside the bench                       20 ms" in out
 
 
+def test_the_plain_scripts_line_gives_no_ratio_to_the_bare_scripts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cpu._bare.update({1: 0.500, 2: 0.400})
+    sampled = Sampled(parts={"browser": 3.0}, parent=0.3, exact=3.3, machine=3.4)
+    per_run = cpu.report(
+        "plain Playwright script (its own flags), 2 at once", 10, 5.0, sampled, "script's Python", at_once=0
+    )
+    out = capsys.readouterr().out
+    assert per_run == pytest.approx(0.33)
+    assert "330 ms CPU per run (counted exactly); load" in out
+
+
 def test_the_bench_s_own_calls_are_left_out_of_both_counts(capsys: pytest.CaptureFixture[str]) -> None:
     work = cpu.SchedulerWork(loop=0.5, bench=0.2, activity=None)
     sampled = Sampled(parts={"browser": 3.0}, parent=1.2, exact=4.6, machine=4.8)

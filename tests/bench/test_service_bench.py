@@ -50,11 +50,12 @@ async def test_the_timed_passes_run_unsampled_and_the_memory_pass_sampled(
     out = capsys.readouterr().out
 
     assert passes == [(2, False), (2, False), (1, True)]  # two timed rounds, then the memory pass
-    for label in ("one browser at a time", "browsers at once", "over REST"):
+    for label in ("one browser at a time", "browsers at once", "its own flags", "over REST"):
         line = next(line for line in out.splitlines() if label in line)
         assert re.search(r"runs/min  \(rounds: \d+, \d+\)$", line), line
     verdict = r"\d+\.\d\dx \(target >= (1\.00|1\.50)x: (met|NOT met)\)"
     assert re.search(rf"against the script with \d+ at once: {verdict}", out)
     assert re.search(rf"against the script one at a time: {verdict}", out)
+    assert re.search(r"against the plain script with \d+ at once \(Playwright's own flags\): \d+\.\d\dx", out)
     assert re.search(r"peak memory of one run's process tree: .*PSS \d+ MiB, target <= 300 MiB", out)
     assert "timeline of 4 runs" in out  # the timed runs' timelines, not the memory pass's
