@@ -1,15 +1,19 @@
 """Runs per minute: the same three-step scenarios through scenariokit and as a bare Playwright script.
 
 The bare script is what a user writes after ``playwright install``: for each scenario launch a fresh
-headless shell, run the three steps, close it. The floor is the same steps in fresh contexts of one
-warm browser (no launch at all). scenariokit runs the same scenarios from its store through its
-scheduler and worker processes, every run in a browser nobody used before, with 1 and 2 workers
-(``--workers`` for others) and its default for this machine. All are measured in this one process run,
-against the same page on 127.0.0.1, with the browser discovery finds (the headless shell), and printed
-as ratios to the bare script. For each scenariokit configuration the summed run timelines show where
-the time went, and the peak memory of one run's process tree (worker, driver, browsers) is reported.
-Each scenariokit configuration is measured with the bubblewrap sandbox (when it works here) and
-without it (``SCENARIOKIT_SANDBOX=off``); every run has a worker process of its own either way.
+headless shell, run the three steps, close it. It launches with scenariokit's own browser flags (no
+Chromium zygote, the GPU service in the browser process), the stricter baseline the targets are held to;
+the plain script, the same launched with Playwright's own flags as the user who writes it gets them, is
+measured at each concurrency too, and each configuration's ratio to it printed beside. The floor is the
+same steps in fresh contexts of one warm browser (no launch at all). scenariokit runs the same scenarios
+from its store through its scheduler and worker processes, every run in a browser nobody used before,
+with 1 and 2 workers (``--workers`` for others) and its default for this machine. All are measured in
+this one process run, against the same page on 127.0.0.1, with the browser discovery finds (the headless
+shell), and printed as ratios to the bare script. For each scenariokit configuration the summed run
+timelines show where the time went, and the peak memory of one run's process tree (worker, driver,
+browsers) is reported. Each scenariokit configuration is measured with the bubblewrap sandbox (when it
+works here) and without it (``SCENARIOKIT_SANDBOX=off``); every run has a worker process of its own
+either way.
 
 With ``--reused-tree PATH`` (a checkout of the release before one-run workers, whose workers served
 run after run), that tree's scenariokit runs the same scenarios with the same worker counts in a child
@@ -218,6 +222,7 @@ async def main() -> None:
     labels: dict[object, str] = {
         "bare": "bare Playwright script (fresh browser each)",
         **{("bare", n): f"bare script, {n} browsers at once" for n in counts if n > 1},
+        **{("plain", n): f"plain script (its own flags), {n} at once" for n in counts},
         "floor": "fresh-context floor (one warm browser)",
     }
     labels |= {
@@ -250,6 +255,8 @@ async def main() -> None:
             for n in counts:
                 if n > 1:
                     seconds[("bare", n)] = await bare_playwright(url, args.scenarios, at_once=n)
+            for n in counts:
+                seconds[("plain", n)] = await bare_playwright(url, args.scenarios, at_once=n, plain=True)
             seconds["floor"] = await fresh_context_floor(url, args.scenarios)
             for config in configs[shift:] + configs[:shift]:
                 took, timings, _ = await through_scenariokit(url, args.scenarios, *config)
@@ -289,7 +296,11 @@ async def main() -> None:
         paired = [mine / base for mine, base in zip(rates[(n, sandbox)], rates[same], strict=True)]
         same_line = target_line("same concurrency", statistics.median(paired), 1.0)
         alone_line = target_line("one at a time", statistics.median(ratios[(n, sandbox)]), 1.5)
-        print(f"    {labels[(n, sandbox)]:46s} {same_line}; {alone_line}")
+        plain = statistics.median(
+            mine / base for mine, base in zip(rates[(n, sandbox)], rates[("plain", n)], strict=True)
+        )
+        plain_line = f"the plain script at the same concurrency: {plain:.2f}x"
+        print(f"    {labels[(n, sandbox)]:46s} {same_line}; {alone_line}; {plain_line}")
     if "bubblewrap" in sandboxes:
         for n in counts:
             on, off = statistics.median(rates[(n, "bubblewrap")]), statistics.median(rates[(n, "off")])
