@@ -37,7 +37,8 @@ async def test_the_plain_script_launches_with_playwrights_own_flags_and_scenario
     """The plain script's browser starts its zygote and GPU process as Playwright leaves them (some of
     ``DEFAULT_ARGS`` are Playwright's own too); the bare script's has all of scenariokit's flags."""
     launched: list[list[str]] = []
-    runner, url = await _shared.serve_page(lambda request: launched.append(_browser_args_of(os.getpid())))
+    earlier = _browsers(os.getpid())  # a browser another test of this process keeps open is not ours
+    runner, url = await _shared.serve_page(lambda request: launched.append(_only_new_browser(earlier)))
     try:
         await _shared.bare_playwright(url, 1, plain=True)
         await _shared.bare_playwright(url, 1)
@@ -50,17 +51,21 @@ async def test_the_plain_script_launches_with_playwrights_own_flags_and_scenario
     assert _shared.plain_launch_options().keys() == {"executable_path", "headless"}
 
 
-def _browser_args_of(root: int) -> list[str]:
-    """The command line of the one browser process (no ``--type=``) under ``root``."""
-    browsers = [
-        argv
-        for pid in _descendants(root)
-        if (argv := _argv(pid))
-        and "--remote-debugging-pipe" in argv
-        and not any(arg.startswith("--type=") for arg in argv)
-    ]
-    assert len(browsers) == 1, browsers
-    return browsers[0]
+def _browsers(root: int) -> dict[int, list[str]]:
+    """The browser processes (Chromium's main process: no ``--type=``) under ``root``, with their argv."""
+    found = {}
+    for pid in _descendants(root):
+        argv = _argv(pid)
+        if "--remote-debugging-pipe" in argv and not any(arg.startswith("--type=") for arg in argv):
+            found[pid] = argv
+    return found
+
+
+def _only_new_browser(earlier: dict[int, list[str]]) -> list[str]:
+    """The argv of the one browser under this process that ``earlier`` does not hold."""
+    new = [argv for pid, argv in _browsers(os.getpid()).items() if pid not in earlier]
+    assert len(new) == 1, new
+    return new[0]
 
 
 def _descendants(root: int) -> set[int]:
