@@ -222,7 +222,10 @@ async def main() -> None:
     labels: dict[object, str] = {
         "bare": "bare Playwright script (fresh browser each)",
         **{("bare", n): f"bare script, {n} browsers at once" for n in counts if n > 1},
-        **{("plain", n): f"plain script (its own flags), {n} at once" for n in counts},
+        **{
+            ("plain", n): "plain script (its own flags), " + ("one at a time" if n == 1 else f"{n} at once")
+            for n in counts
+        },
         "floor": "fresh-context floor (one warm browser)",
     }
     labels |= {
