@@ -43,6 +43,7 @@ from scenariokit.formats.queries import (
 )
 from scenariokit_server import schemas
 from scenariokit_server.settings import Settings
+from scenariokit_server.views import MAX_PATH_NUMBER, PATH_NUMBERS
 
 DOCS_PATH = "/docs"
 OPENAPI_PATH = "/docs/openapi.json"
@@ -368,4 +369,6 @@ def _path_param(param: Mapping[str, Any]) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "string", "format": "uuid"} if is_id else {"type": "string"}
     if name == "name":  # an artifact's file name, as the run service checks it
         schema["pattern"] = ARTIFACT_NAME_PATTERN
+    if name in PATH_NUMBERS:  # a revision's number, as views.path_number reads it
+        schema = {"type": "integer", "minimum": 1, "maximum": MAX_PATH_NUMBER}
     return {"in": "path", "name": name, "required": True, "schema": schema}

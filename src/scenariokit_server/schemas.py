@@ -34,9 +34,15 @@ from scenariokit.domain.authoring import MAX_EXEC_CODE_CHARS
 from scenariokit.formats import inputs
 from scenariokit.services.transfer import ACCEPTED_KINDS
 
+#: A name or title: some character other than white space (``str.strip`` leaves it), and no NUL.
+NOT_BLANK_TEXT = r"^[^\x00]*[^\s\x00][^\x00]*$"
+
 #: The attrs validators of the model, as marshmallow validators plus the JSON Schema words they need.
-_VALIDATORS: dict[Callable[..., Any], tuple[validate.Validator, dict[str, Any]]] = {
-    model.required_text: (validate.Length(min=1, max=model.NAME_MAX), {}),
+_VALIDATORS: dict[
+    Callable[..., Any], tuple[validate.Validator | tuple[validate.Validator, ...], dict[str, Any]]
+] = {
+    # "not blank" as a pattern that holds STORABLE_TEXT's "no NUL" too (a pattern replaces that one)
+    model.required_text: ((validate.Length(min=1, max=model.NAME_MAX), validate.Regexp(NOT_BLANK_TEXT)), {}),
     model.valid_timeout: (
         validate.Range(min=0, max=model.MAX_TIMEOUT_SECONDS, min_inclusive=False),
         {"exclusiveMinimum": True},
@@ -69,8 +75,8 @@ def _validators(field: attrs.Attribute[Any]) -> tuple[list[validate.Validator], 
         pending.extend(getattr(item, "_validators", ()))  # attrs.validators.and_
         pending.append(getattr(item, "validator", None))  # attrs.validators.optional
         if item in _VALIDATORS:
-            validator, words = _VALIDATORS[item]
-            found.append(validator)
+            validators, words = _VALIDATORS[item]
+            found.extend(validators if isinstance(validators, tuple) else (validators,))
             metadata.update(words)
     return found, metadata
 

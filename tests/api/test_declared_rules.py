@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from api_support import API, Client, created, problem_of
 
@@ -78,3 +80,45 @@ async def test_scenario_and_scenario_id_must_agree(client: Client) -> None:
     assert "scenario" in problem["errors"]
     agreeing = {**body, "scenario": {"id": first["id"], "name": "a"}}
     assert (await client.post(f"{API}/run", json=agreeing)).status == 201
+
+
+async def test_a_revision_number_is_declared_as_the_server_reads_it(client: Client) -> None:
+    """Declared as an integer of at least 1 (and at most nine digits); 0 and ten digits are refused."""
+    document = await (await client.get("/docs/openapi.json")).json()
+    scenario = await created(client, f"{API}/scenarios", {"name": "s"})
+    for template, names in (
+        ("/api/v1/scenarios/{id}/revisions/{number}", ("number",)),
+        ("/api/v1/scenarios/{id}/revisions/{from}/diff/{to}", ("from", "to")),
+        ("/api/v1/scenarios/{id}/revisions/{number}/restore", ("number",)),
+    ):
+        for operation in document["paths"][template].values():
+            declared = {p["name"]: p["schema"] for p in operation["parameters"] if p["in"] == "path"}
+            for name in names:
+                assert declared[name] == {"type": "integer", "minimum": 1, "maximum": 999_999_999}
+    base = f"{API}/scenarios/{scenario['id']}/revisions"
+    for path, field in (
+        (f"{base}/0", "number"),
+        (f"{base}/0/diff/1", "from"),
+        (f"{base}/1/diff/1234567890", "to"),
+    ):
+        problem = await problem_of(await client.get(path), 400)
+        assert field in problem["errors"]
+    assert (await client.get(f"{base}/1")).status == 200
+
+
+@pytest.mark.parametrize("name", [" ", "\t\n", "\u00a0\u2003"])
+async def test_a_blank_name_is_refused_by_the_server_and_the_declared_pattern(
+    client: Client, name: str
+) -> None:
+    document = await (await client.get("/docs/openapi.json")).json()
+    pattern = document["components"]["schemas"]["CredentialInput"]["properties"]["name"]["pattern"]
+    assert re.search(pattern, name) is None
+    assert re.search(pattern, f"{name}x{name}") is not None
+    for path, body in (
+        (f"{API}/credentials", {"name": name, "secret": "s"}),
+        (f"{API}/scenarios", {"name": name}),
+        (f"{API}/environments", {"name": name, "data": {}}),
+    ):
+        problem = await problem_of(await client.post(path, json=body), 400)
+        assert "name" in problem["errors"]
+        assert (await (await client.get(path)).json())["total"] == 0

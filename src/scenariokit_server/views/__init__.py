@@ -39,10 +39,15 @@ def path_id(request: web.Request, name: str = "id") -> uuid.UUID:
         ) from None
 
 
+#: the path segments :func:`path_number` reads (a revision's number), and its largest
+PATH_NUMBERS = ("number", "from", "to")
+MAX_PATH_NUMBER = 999_999_999
+
+
 def path_number(request: web.Request, name: str) -> int:
     """The positive whole number in path segment ``name`` (a revision); 400 naming it otherwise."""
     raw = request.match_info[name]
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 9 or int(raw) < 1:
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9 or not 1 <= int(raw) <= MAX_PATH_NUMBER:
         raise ValidationError(
             f"{name} in the path must be a positive whole number",
             {name: f"{raw[:40]!r} is not a positive whole number"},
