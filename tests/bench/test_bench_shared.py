@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scenariokit.domain.model import RunTimings
+from scenariokit.runner.confinement.processes import process_table
 from scenariokit.runner.worker.browser import DEFAULT_ARGS
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -54,7 +55,8 @@ async def test_the_plain_script_launches_with_playwrights_own_flags_and_scenario
 def _browsers(root: int) -> dict[int, list[str]]:
     """The browser processes (Chromium's main process: no ``--type=``) under ``root``, with their argv."""
     found = {}
-    for pid in _descendants(root):
+    table = process_table()
+    for pid in _shared.processes_below({pid: info.ppid for pid, info in table.items()}, [root]) - {root}:
         argv = _argv(pid)
         if "--remote-debugging-pipe" in argv and not any(arg.startswith("--type=") for arg in argv):
             found[pid] = argv
@@ -66,20 +68,6 @@ def _only_new_browser(earlier: dict[int, list[str]]) -> list[str]:
     new = [argv for pid, argv in _browsers(os.getpid()).items() if pid not in earlier]
     assert len(new) == 1, new
     return new[0]
-
-
-def _descendants(root: int) -> set[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found = {root}
-    while grown := {pid for pid, parent in parents.items() if parent in found} - found:
-        found |= grown
-    return found - {root}
 
 
 def _argv(pid: int) -> list[str]:
