@@ -39,15 +39,16 @@ def path_id(request: web.Request, name: str = "id") -> uuid.UUID:
         ) from None
 
 
-#: the path segments :func:`path_number` reads (a revision's number), and its largest
+#: the path segments :func:`path_number` reads (a revision's number), its digits at most, its largest
 PATH_NUMBERS = ("number", "from", "to")
-MAX_PATH_NUMBER = 999_999_999
+PATH_NUMBER_DIGITS = 9
+MAX_PATH_NUMBER = 10**PATH_NUMBER_DIGITS - 1
 
 
 def path_number(request: web.Request, name: str) -> int:
     """The positive whole number in path segment ``name`` (a revision); 400 naming it otherwise."""
     raw = request.match_info[name]
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 9 or not 1 <= int(raw) <= MAX_PATH_NUMBER:
+    if not raw.isascii() or not raw.isdigit() or len(raw) > PATH_NUMBER_DIGITS or int(raw) < 1:
         raise ValidationError(
             f"{name} in the path must be a positive whole number",
             {name: f"{raw[:40]!r} is not a positive whole number"},
