@@ -114,9 +114,12 @@ def report(
     parent_label: str,
     work: SchedulerWork | None = None,
     at_once: int = 1,
+    *,
+    compared: bool = True,
 ) -> float:
-    """One configuration's runs/min, CPU per run (and its ratios to the bare script's), by component;
-    returns the CPU per run. ``at_once``: how many runs it ran at a time (its workers).
+    """One configuration's runs/min, CPU per run (and, when ``compared``, its ratios to the bare
+    script's), by component; returns the CPU per run. ``at_once``: how many runs it ran at a time
+    (its workers).
 
     The CPU per run is counted exactly where the bench has its control group (:data:`GROUP`): every
     process of the window, exited ones included, in nanoseconds. The parts are the sampler's (ticks of
@@ -131,9 +134,9 @@ def report(
     per_run = sampled if exact is None else exact
     how = "sampled" if exact is None else "counted exactly"
     ratio = ""
-    if at_once in _bare:
+    if compared and at_once in _bare:
         ratio = f", {per_run / _bare[at_once]:.2f}x the bare script's {at_once} at once"
-    if at_once not in (0, 1) and 1 in _bare:
+    if compared and at_once != 1 and 1 in _bare:
         ratio += f", {per_run / _bare[1]:.2f}x its one at a time"
     print(f"{label}: {count} runs in {seconds:.1f} s ({count / seconds * 60:.0f}/min), "
           f"{per_run * 1000:.0f} ms CPU per run ({how}){ratio}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
@@ -280,8 +283,7 @@ async def bare_cpu(url: str, count: int, at_once: int, *, plain: bool = False) -
         took = time.perf_counter() - began
     script = "plain Playwright script (its own flags), " if plain else "bare Playwright script, "
     label = script + ("one browser at a time" if at_once == 1 else f"{at_once} at once")
-    # the plain script's line gives no ratio to the bare script's: report() reads _bare for that
-    per_run = report(label, count, took, sampler, "script's Python", at_once=0 if plain else at_once)
+    per_run = report(label, count, took, sampler, "script's Python", at_once=at_once, compared=not plain)
     if not plain:
         _bare[at_once] = per_run
     return per_run

@@ -58,7 +58,13 @@ def test_the_plain_scripts_line_gives_no_ratio_to_the_bare_scripts(
     cpu._bare.update({1: 0.500, 2: 0.400})
     sampled = Sampled(parts={"browser": 3.0}, parent=0.3, exact=3.3, machine=3.4)
     per_run = cpu.report(
-        "plain Playwright script (its own flags), 2 at once", 10, 5.0, sampled, "script's Python", at_once=0
+        "plain Playwright script (its own flags), 2 at once",
+        10,
+        5.0,
+        sampled,
+        "script's Python",
+        at_once=2,
+        compared=False,
     )
     out = capsys.readouterr().out
     assert per_run == pytest.approx(0.33)
