@@ -274,7 +274,7 @@ def check_processes(settings: Settings, processes: int) -> None:
         raise SettingsError(
             f"--processes {processes} needs PostgreSQL: a SQLite file has one writer at a time, so more "
             "server processes would only wait for each other; serve SQLite with one process (see "
-            'docs/deployment.md, "Performance under load")'
+            'docs/deployment.md, "What one process can do, and several")'
         )
     if settings.port == 0:
         raise SettingsError("--processes needs a fixed --port: the processes share one port")

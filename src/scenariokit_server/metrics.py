@@ -123,7 +123,7 @@ class RequestDurations:
     ``prometheus_client``'s ``Histogram`` takes a lock for each of its counts and checks its state on
     every observation; timed in place, in the application, that came to 18-25 µs of CPU a page request (a
     fortieth of a page of scenarios), and this collector's observation to under 1 µs
-    (docs/deployment.md, "The request timing's own histogram"). Requests are timed and scrapes
+    (docs/performance.md, "The request timing's own histogram"). Requests are timed and scrapes
     written on the event loop's thread, so it needs no lock. The exposition is the one
     ``Histogram`` writes: cumulative ``_bucket`` series with ``le`` up to ``+Inf``, ``_count``,
     ``_sum`` and ``_created``.

@@ -1,8 +1,8 @@
 """What a page of scenarios costs the database, counted in statements (the page a dashboard polls).
 
 On PostgreSQL a page is one statement (one round trip); on SQLite, where a statement costs no round
-trip, two: the page's rows with their total, then their steps and links (docs/deployment.md,
-"Performance under load"). A reading unit of work sends no ``BEGIN`` on either. Counted by what the
+trip, two: the page's rows with their total, then their steps and links (docs/performance.md,
+"The API under load"). A reading unit of work sends no ``BEGIN`` on either. Counted by what the
 driver itself runs: the page goes to it straight, past SQLAlchemy's events.
 """
 

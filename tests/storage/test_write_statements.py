@@ -1,7 +1,7 @@
 """What a create sends to the database: one INSERT per table, its values as parameters, nothing deleted;
 and what an edit sends: the steps that changed, no more.
 
-A create is a quarter of the dashboard load (docs/deployment.md, "Performance under load"). Its rows
+A create is a quarter of the dashboard load (docs/performance.md, "The API under load"). Its rows
 go through INSERT statements built once per table (on SQLite sent to the driver straight), so
 SQLAlchemy neither builds nor keys a new statement per row, and a new scenario's steps and links are
 inserted without first deleting children it cannot have. Checked on SQLite and PostgreSQL by the

@@ -2,8 +2,8 @@
 
 A run is CPU-bound on the machine that executes it: the browser starts, lays out and renders pages,
 and Playwright's driver, the worker process and the scheduler's store writes share the same cores.
-``bench/runs.py --workers 1,2,3,4`` measured it on 2 cores (docs/deployment.md, "Workers and
-browsers"): one worker per core gave the best ratio to the bare script; a third and fourth were no
+``bench/runs.py --workers 1,2,3,4`` measured it on 2 cores (docs/performance.md, "A run's
+cost"): one worker per core gave the best ratio to the bare script; a third and fourth were no
 faster, while each run's store writes (SQLite) took 2.5 and 4.5 times as long and memory grew. Memory
 is the other bound: each concurrent run holds a worker, a Playwright driver and up to two browsers (the
 run's, and the next run's launched ahead), about :data:`MIB_PER_RUN` shared out (PSS), and never more

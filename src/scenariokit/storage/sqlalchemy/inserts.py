@@ -1,6 +1,6 @@
 """Rows inserted by the repositories: on SQLite through the driver, on PostgreSQL held for the next statement.
 
-A create (a quarter of the dashboard load, docs/deployment.md "Performance under load") inserts a
+A create (a quarter of the dashboard load, docs/performance.md "The API under load") inserts a
 scenario, its steps, its revision's fields, step bodies and row, and its audit entry. Through
 SQLAlchemy each INSERT cost eight times what SQLite spends on it (0.2 against 0.025 ms of CPU), for
 work done once per table and columns: compiling, keying, processing. So on SQLite the statement is

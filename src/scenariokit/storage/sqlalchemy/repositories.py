@@ -335,7 +335,7 @@ class ScenarioRepository(_TableRepository[Scenario, ScenarioQuery], ports.Scenar
 
         An edit changes a step or two; rewriting all of them left PostgreSQL a dead row a step in
         ``steps`` and in its index for every edit, and a scenario edited thousands of times read ever
-        slower (docs/deployment.md, "Editing a scenario writes what changed").
+        slower (docs/performance.md, "Editing a scenario writes what changed").
         """
         rows = {row["id"]: row for row in self._step_rows(item)}
         stored = {row.id: row._asdict() for row in await self.conn.execute(_STEPS_OF, {"ids": [item.id]})}
