@@ -29,11 +29,13 @@ window (each one's whole life, summed by the kernel) and each zygote's own are p
 driver's and the worker's sampled parts.
 
     python bench/cpu.py [--scenarios 30] [--workers 2] [--sandbox bubblewrap,off] [--driver-snapshot on,off]
-        [--start zygote,exec] [--reused-tree PATH] [--rounds 1]
+        [--start zygote,exec] [--reused-tree PATH] [--rounds 3]
 
 ``--rounds N`` runs it all N times in turn, each configuration against the bare script of its own
 round, and ends with each one's median ratio against the target (at most the bare script's CPU per
-run at the same concurrency): the machine's speed drifts by a sixth between runs minutes apart.
+run at the same concurrency): the machine's speed drifts by a sixth between runs minutes apart, and
+one round's ratio moved from 0.97x to 1.07x within the hour on one machine (wave 3, session 28), so
+the verdict is three rounds' median unless told otherwise.
 
 ``--start exec`` starts every worker by exec, as a pool without a zygote does (docs/architecture.md).
 ``--reused-tree PATH`` (a checkout of the release before one-run workers, as for ``bench/runs.py``) runs
@@ -289,7 +291,8 @@ async def bare_cpu(url: str, count: int, at_once: int, *, plain: bool = False) -
     return per_run
 
 
-async def main() -> None:
+def arguments() -> argparse.ArgumentParser:
+    """The command line: every option's default is what ``nox -s bench`` measures."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--scenarios", type=int, default=30)
     parser.add_argument("--workers", type=int, default=2)
@@ -300,9 +303,13 @@ async def main() -> None:
     parser.add_argument("--start", default="zygote", help="how workers come to exist: zygote, exec, or both")
     parser.add_argument("--reused-tree", type=Path, help="a checkout of the release with reused workers")
     parser.add_argument(
-        "--rounds", type=int, default=1, help="rounds of it all, in turn: the machine drifts between them"
+        "--rounds", type=int, default=3, help="rounds of it all, in turn: the machine drifts between them"
     )
-    args = parser.parse_args()
+    return parser
+
+
+async def main() -> None:
+    args = arguments().parse_args()
     with GROUP:
         await measure(args)
 

@@ -35,7 +35,7 @@ leaves out what that user cannot have (both zygotes, control groups): the rows g
 ratio to root's same configuration and to the bare script, and what its pool reported left out
 (``/health``'s ``leftOut``). Only 127.0.0.1 is used, as for root.
 
-    python bench/runs.py [--scenarios 50] [--workers 1,2] [--rounds 1] [--reused-tree PATH]
+    python bench/runs.py [--scenarios 50] [--workers 1,2] [--rounds 3] [--reused-tree PATH]
         [--as-user NAME [--user-python PATH]]
 """
 
@@ -196,12 +196,13 @@ async def through_tree(
     return float(lines[-1]), left_out[-1] if left_out else []
 
 
-async def main() -> None:
+def arguments() -> argparse.ArgumentParser:
+    """The command line: every option's default is what ``nox -s bench`` measures."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--scenarios", type=int, default=50)
     parser.add_argument("--workers", default="1,2", help="comma-separated worker counts to measure")
     parser.add_argument(
-        "--rounds", type=int, default=1, help="measure everything this many times, in rotated order"
+        "--rounds", type=int, default=3, help="measure everything this many times, in rotated order"
     )
     parser.add_argument(
         "--reused-tree", type=Path, help="a checkout of the release with reused workers, measured alongside"
@@ -212,7 +213,11 @@ async def main() -> None:
     parser.add_argument(
         "--user-python", type=Path, help="the Python --as-user runs (default: ~NAME/venv/bin/python)"
     )
-    args = parser.parse_args()
+    return parser
+
+
+async def main() -> None:
+    args = arguments().parse_args()
     user = other_user(args.as_user, args.user_python) if args.as_user else None
     default_workers = Settings().workers
     counts = sorted({int(n) for n in args.workers.split(",")} | {default_workers})
