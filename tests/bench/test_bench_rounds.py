@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -20,10 +21,10 @@ import runs  # noqa: E402
 
 
 @pytest.mark.parametrize("script", [cpu, runs], ids=["cpu.py", "runs.py"])
-def test_without_options_three_rounds_are_measured(script: object) -> None:
-    assert script.arguments().parse_args([]).rounds == 3  # type: ignore[attr-defined]
+def test_without_options_three_rounds_are_measured(script: ModuleType) -> None:
+    assert script.arguments().parse_args([]).rounds == 3
 
 
 @pytest.mark.parametrize("script", [cpu, runs], ids=["cpu.py", "runs.py"])
-def test_a_round_count_given_is_kept(script: object) -> None:
-    assert script.arguments().parse_args(["--rounds", "1"]).rounds == 1  # type: ignore[attr-defined]
+def test_a_round_count_given_is_kept(script: ModuleType) -> None:
+    assert script.arguments().parse_args(["--rounds", "1"]).rounds == 1
