@@ -928,6 +928,25 @@ class AuditRepository(_TableRepository[AuditEntry, AuditQuery], ports.AuditRepos
             filters.append(self.table.c.at >= sa.bindparam("since_", query.since, type_=t.UTCDateTime()))
         return filters
 
+    async def kept_total(self, query: AuditQuery) -> int | None:
+        """The sum of ``audit_counts`` (kept by triggers) over the query's resource and token name.
+
+        ``since`` is not kept: its entries are counted through the key's range, or the filter's index
+        that ends with the key, reading no entry beyond that range (where a window count beside the
+        page read and sorted every matching entry).
+        """
+        if query.since is not None:
+            counted = sa.select(sa.func.count()).select_from(self.table).where(*self._filters(query))
+            return int((await self.conn.execute(counted)).scalar_one())
+        counts = t.audit_counts
+        where: list[sa.ColumnElement[bool]] = []
+        if query.resource is not None:
+            where.append(counts.c.resource == query.resource)
+        if query.token_name is not None:
+            where.append(counts.c.token_name == query.token_name)
+        total = await self.conn.execute(sa.select(sa.func.coalesce(sa.func.sum(counts.c.n), 0)).where(*where))
+        return int(total.scalar_one())
+
 
 class ScheduleRepository(_TableRepository[Schedule, ScheduleQuery], ports.ScheduleRepository):
     table = t.schedules

@@ -256,11 +256,15 @@ revision_steps = sa.Table(
 )
 
 # One row per write through any door (docs/deployment.md, "Audit log"). No foreign keys: an entry
-# outlives the record it names.
+# outlives the record it names. Its key is (at, id), the log's own order: entries are appended at its
+# end and a newest-first page reads the key (or a filter's index, which ends with it) backwards,
+# twenty rows of it whatever the log's size. On SQLite the table is that key's B-tree (WITHOUT ROWID)
+# rather than a rowid table beside it: a write's entry updates three B-trees instead of five
+# (migration 0010).
 audit_log = sa.Table(
     "audit_log",
     metadata,
-    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("id", sa.Uuid(), nullable=False),
     sa.Column("at", UTCDateTime(), nullable=False),
     sa.Column("token_name", sa.String(64)),
     sa.Column("door", sa.String(16), nullable=False),
@@ -268,9 +272,24 @@ audit_log = sa.Table(
     sa.Column("resource", sa.String(32), nullable=False),
     sa.Column("resource_id", sa.Uuid()),
     sa.Column("summary", sa.Text(), nullable=False),
-    sa.Index(None, "at", "id"),
-    sa.Index(None, "resource", "at"),
-    sa.Index(None, "token_name", "at"),
+    sa.PrimaryKeyConstraint("at", "id"),
+    sa.Index(None, "resource", "at", "id"),
+    sa.Index(None, "token_name", "at", "id"),
+    sqlite_with_rowid=False,
+)
+
+# How many audit entries there are per resource and token name (``''``: none), kept by triggers on
+# ``audit_log`` (migration 0010) in the transaction that writes the entry, as ``run_counts`` keeps the
+# runs': a page's total is a sum over these few rows. On PostgreSQL an entry counts in one of 16 rows
+# per pair (``shard``, from its id) so that writers at the same moment seldom wait for one row's lock;
+# on SQLite, whose writers take turns anyway, ``shard`` is 0.
+audit_counts = sa.Table(
+    "audit_counts",
+    metadata,
+    sa.Column("resource", sa.String(32), primary_key=True),
+    sa.Column("token_name", sa.String(64), primary_key=True),
+    sa.Column("shard", sa.SmallInteger(), primary_key=True),
+    sa.Column("n", sa.BigInteger(), nullable=False),
 )
 
 run_logs = sa.Table(
