@@ -1,5 +1,5 @@
-"""bench/storage.py measures for real: page 1 of the runs and of the audit log, by every sort and filter,
-each with its verdict against the target."""
+"""bench/storage.py measures for real: page 1 of the runs, by every sort and the dashboard's filters, and of
+the audit log, by every filter, each with its verdict against the target."""
 
 from __future__ import annotations
 
@@ -27,3 +27,6 @@ def test_every_first_page_is_timed_on_both_stores(tmp_path: Path) -> None:
     assert len(audit_pages) == 6 * stores, out
     assert "seeded 3,000 audit entries" in out
     assert re.search(r"page 1 by createdAt desc .+\(target ≤ 50 ms: (met|MISSED)\)", out), out
+    listings = r"(?:runs|failed runs|a scenario's runs|an environment's runs)"
+    filtered = re.findall(rf"page 1, {listings} .+ms .+\(target", out)
+    assert len(filtered) == 6 * stores, out

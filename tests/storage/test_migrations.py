@@ -23,7 +23,7 @@ async def test_migrated_schema_matches_the_tables(store: SqlStore) -> None:
 
 
 def test_the_head_revision_is_the_newest_migration() -> None:
-    assert head_revision() == "0010_audit_log_keyed_by_time"
+    assert head_revision() == "0011_run_counts_by_environment"
 
 
 async def test_upgrade_is_idempotent(store: SqlStore) -> None:

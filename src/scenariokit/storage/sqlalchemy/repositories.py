@@ -492,20 +492,26 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
         return filters
 
     async def kept_total(self, query: RunQuery) -> int | None:
-        """The sum of ``run_counts`` (kept by triggers) over the query's status and scenario.
+        """The sum of ``run_counts`` (kept by triggers) over the query's status, scenario and environment.
 
-        A filter the counts do not cover must return None here, so the total is counted instead.
+        ``since`` is not kept: its runs are counted through an index over the range (creation time,
+        alone or after the status, scenario or environment), reading no run outside it, where a window
+        count beside the page read and sorted every matching run. A batch (at most a few runs) is
+        counted with its page: None.
         """
-        if query.batch_id is not None:  # a batch holds at most a few runs: counted with its page
+        if query.batch_id is not None:
             return None
-        if query.environment_id is not None or query.since is not None:  # not kept: counted
-            return None
+        if query.since is not None:
+            counted = sa.select(sa.func.count()).select_from(self.table).where(*self._filters(query))
+            return int((await self.conn.execute(counted)).scalar_one())
         counts = t.run_counts
         where: list[sa.ColumnElement[bool]] = []
         if query.status is not None:
             where.append(counts.c.status == query.status.value)
         if query.scenario_id is not None:
             where.append(counts.c.scenario_id == query.scenario_id)
+        if query.environment_id is not None:
+            where.append(counts.c.environment_id == query.environment_id)
         total = await self.conn.execute(sa.select(sa.func.coalesce(sa.func.sum(counts.c.n), 0)).where(*where))
         return int(total.scalar_one())
 

@@ -185,6 +185,7 @@ runs = sa.Table(
     sa.Index(None, "status", "created_at", "id"),
     sa.Index(None, "status", "id"),
     sa.Index(None, "scenario_id", "created_at", "id"),
+    sa.Index(None, "environment_id", "created_at", "id"),  # an environment's runs, newest first
     sa.Index(None, "status", "lease_owner", "created_at"),
     sa.Index(None, "batch_id"),
     sa.Index(None, "schedule_id"),
@@ -306,13 +307,14 @@ run_logs = sa.Table(
     sa.Index(None, "run_id", "seq"),
 )
 
-# How many runs each scenario has in each status, kept by triggers on ``runs`` (migration 0004) in the
-# transaction that writes the run: the total of a page of runs is a sum over these few rows, where a
-# count of a million runs took seconds.
+# How many runs each scenario has in each environment and status, kept by triggers on ``runs``
+# (migrations 0004 and 0011) in the transaction that writes the run: the total of a page of runs is a
+# sum over these few rows, where a count of a million runs took seconds.
 run_counts = sa.Table(
     "run_counts",
     metadata,
     sa.Column("scenario_id", sa.Uuid(), sa.ForeignKey("scenarios.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("environment_id", sa.Uuid(), primary_key=True),
     sa.Column("status", sa.String(16), primary_key=True),
     sa.Column("n", sa.BigInteger(), nullable=False),
 )
