@@ -4,10 +4,12 @@ migrated with entries in it keeps every one of them, in the same order, both way
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import sqlalchemy as sa
 from alembic import command
 
@@ -18,6 +20,7 @@ from scenariokit.storage.sqlalchemy import SqlStore
 from scenariokit.storage.sqlalchemy import tables as t
 
 BEFORE = "0009_browser_settings_b33"
+postgresql_only = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 T0 = datetime(2026, 11, 30, 9, 0, 0, 250000, tzinfo=UTC)
 
 
@@ -173,3 +176,32 @@ async def test_totals_come_from_the_kept_counts_and_follow_a_prune(store: SqlSto
     assert deleted.rowcount == 60
     await _assert_totals_are_counted_right(store)
     assert await _total(store, AuditQuery()) == 60
+
+
+@pytest.mark.postgres
+@postgresql_only
+async def test_on_postgresql_concurrent_writers_of_many_entries_never_deadlock_on_the_counts(
+    store: SqlStore,
+) -> None:
+    """Each transaction's entries of one resource and token name count in one row (its connection's),
+    so two transactions writing several entries at once never take two counting rows in opposite
+    orders: none fails, and the totals are exact."""
+
+    async def writer(name: str) -> None:
+        for round_ in range(80):  # enough that an entry-by-entry choice of row deadlocks
+            async with store.unit_of_work() as uow:  # as an import writes: a statement between entries
+                for resource in ("environment", "snippet", "scenario"):
+                    for _ in range(4):
+                        entry = AuditEntry(
+                            action="import", resource=resource, token_name=name, summary=f"{round_}"
+                        )
+                        await uow.audit.add(entry)
+                        await uow.audit.list(AuditQuery(limit=1))
+                await uow.commit()
+
+    await asyncio.gather(writer("ci"), writer("ci"), writer("ops"))
+    assert await _total(store, AuditQuery()) == 3 * 80 * 12
+    await _assert_totals_are_counted_right(store)
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(sa.select(t.audit_counts))).all()
+    assert sum(row.n for row in rows) == 3 * 80 * 12

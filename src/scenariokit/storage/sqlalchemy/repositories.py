@@ -149,8 +149,21 @@ class _TableRepository(Generic[T, Q]):
         return await self._load(rows)
 
     async def kept_total(self, query: Q) -> int | None:
-        """The total of the query's rows from counts the store keeps, or None where it keeps none."""
+        """The total of the query's rows from counts the store keeps (or a count of its own), or None
+        to count it with the page."""
         return None
+
+    async def _counted_apart(self, query: Q) -> int:
+        """The query's rows counted by a statement of their own: through an index over the filters'
+        range, reading nothing beyond it, where a window count beside the page reads and sorts every
+        matching row."""
+        counted = sa.select(sa.func.count()).select_from(self.table).where(*self._filters(query))
+        return int((await self.conn.execute(counted)).scalar_one())
+
+    async def _summed(self, counts: sa.Table, where: Sequence[sa.ColumnElement[bool]]) -> int:
+        """The sum of ``counts.n`` over the rows ``where`` picks: a total kept by triggers."""
+        total = await self.conn.execute(sa.select(sa.func.coalesce(sa.func.sum(counts.c.n), 0)).where(*where))
+        return int(total.scalar_one())
 
     async def _page(
         self,
@@ -494,16 +507,14 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
     async def kept_total(self, query: RunQuery) -> int | None:
         """The sum of ``run_counts`` (kept by triggers) over the query's status, scenario and environment.
 
-        ``since`` is not kept: its runs are counted through an index over the range (creation time,
-        alone or after the status, scenario or environment), reading no run outside it, where a window
-        count beside the page read and sorted every matching run. A batch (at most a few runs) is
+        ``since`` is not kept: its runs are counted apart, through an index over the range (creation
+        time, alone or after the status, scenario or environment). A batch (at most a few runs) is
         counted with its page: None.
         """
         if query.batch_id is not None:
             return None
         if query.since is not None:
-            counted = sa.select(sa.func.count()).select_from(self.table).where(*self._filters(query))
-            return int((await self.conn.execute(counted)).scalar_one())
+            return await self._counted_apart(query)
         counts = t.run_counts
         where: list[sa.ColumnElement[bool]] = []
         if query.status is not None:
@@ -512,8 +523,7 @@ class RunRepository(_TableRepository[Run, RunQuery], ports.RunRepository):
             where.append(counts.c.scenario_id == query.scenario_id)
         if query.environment_id is not None:
             where.append(counts.c.environment_id == query.environment_id)
-        total = await self.conn.execute(sa.select(sa.func.coalesce(sa.func.sum(counts.c.n), 0)).where(*where))
-        return int(total.scalar_one())
+        return await self._summed(counts, where)
 
     async def update(self, item: Run) -> None:
         row = self.to_row(item)
@@ -937,21 +947,18 @@ class AuditRepository(_TableRepository[AuditEntry, AuditQuery], ports.AuditRepos
     async def kept_total(self, query: AuditQuery) -> int | None:
         """The sum of ``audit_counts`` (kept by triggers) over the query's resource and token name.
 
-        ``since`` is not kept: its entries are counted through the key's range, or the filter's index
-        that ends with the key, reading no entry beyond that range (where a window count beside the
-        page read and sorted every matching entry).
+        ``since`` is not kept: its entries are counted apart, through the key's range or the filter's
+        index, which ends with the key.
         """
         if query.since is not None:
-            counted = sa.select(sa.func.count()).select_from(self.table).where(*self._filters(query))
-            return int((await self.conn.execute(counted)).scalar_one())
+            return await self._counted_apart(query)
         counts = t.audit_counts
         where: list[sa.ColumnElement[bool]] = []
         if query.resource is not None:
             where.append(counts.c.resource == query.resource)
         if query.token_name is not None:
             where.append(counts.c.token_name == query.token_name)
-        total = await self.conn.execute(sa.select(sa.func.coalesce(sa.func.sum(counts.c.n), 0)).where(*where))
-        return int(total.scalar_one())
+        return await self._summed(counts, where)
 
 
 class ScheduleRepository(_TableRepository[Schedule, ScheduleQuery], ports.ScheduleRepository):

@@ -282,8 +282,9 @@ audit_log = sa.Table(
 # How many audit entries there are per resource and token name (``''``: none), kept by triggers on
 # ``audit_log`` (migration 0010) in the transaction that writes the entry, as ``run_counts`` keeps the
 # runs': a page's total is a sum over these few rows. On PostgreSQL an entry counts in one of 16 rows
-# per pair (``shard``, from its id) so that writers at the same moment seldom wait for one row's lock;
-# on SQLite, whose writers take turns anyway, ``shard`` is 0.
+# per pair (``shard``, by the writing connection) so that writers at the same moment seldom wait for
+# one row's lock; only the sum over the rows means something. On SQLite, whose writers take turns
+# anyway, ``shard`` is 0.
 audit_counts = sa.Table(
     "audit_counts",
     metadata,

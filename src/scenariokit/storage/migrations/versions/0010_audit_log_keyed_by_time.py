@@ -11,7 +11,11 @@ entry (a queued run is one), so the log only grows. Now:
 - ``audit_counts`` holds how many entries there are per resource and token name, kept by triggers in
   the transaction that writes (or, where an operator prunes the log, deletes) the entries, as
   ``run_counts`` keeps the runs' (migration 0004). On PostgreSQL an entry counts in one of 16 rows per
-  pair, picked by its id, so that two writers at the same moment seldom wait for one row's lock.
+  pair, picked by the connection that writes it, so that two writers at the same moment seldom wait
+  for one row's lock; a transaction's entries of one pair all count in one row, so two transactions
+  never take those rows' locks in opposite orders (which, picked by each entry's id, they could, and
+  deadlock). A total is the sum over the rows: what one row holds means nothing alone (a deletion
+  subtracts from the deleting connection's row), and may be below zero.
 
 SQLite cannot change a table's key in place: the rows are copied into a new table, in the migration's
 transaction, and the old table dropped (nothing refers to ``audit_log``, so nothing cascades).
@@ -41,8 +45,9 @@ NEW_INDEXES = (
     ("ix_audit_log_token_name_at_id", ["token_name", "at", "id"]),
 )
 
-#: the counting row of an entry on PostgreSQL: one of 16 per resource and token name, by its id
-_PG_SHARD = "get_byte(uuid_send({row}.id), 15) % 16"
+#: the counting row of the entries a PostgreSQL connection writes or deletes: one of 16 per resource and
+#: token name, by the connection's server process
+_PG_SHARD = "pg_backend_pid() % 16"
 
 _SQLITE_TRIGGERS = (
     """
@@ -67,7 +72,7 @@ _POSTGRES_TRIGGERS = (
     CREATE FUNCTION audit_counts_add() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         INSERT INTO audit_counts (resource, token_name, shard, n)
-        SELECT resource, coalesce(token_name, ''), {_PG_SHARD.format(row="added")}, count(*)
+        SELECT resource, coalesce(token_name, ''), {_PG_SHARD}, count(*)
         FROM added GROUP BY 1, 2, 3
         ORDER BY 1, 2, 3
         ON CONFLICT (resource, token_name, shard) DO UPDATE SET n = audit_counts.n + EXCLUDED.n;
@@ -78,14 +83,11 @@ _POSTGRES_TRIGGERS = (
     f"""
     CREATE FUNCTION audit_counts_subtract() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-        UPDATE audit_counts SET n = audit_counts.n - gone.n
-        FROM (
-            SELECT resource, coalesce(token_name, '') AS token_name,
-                   {_PG_SHARD.format(row="removed")} AS shard, count(*) AS n
-            FROM removed GROUP BY 1, 2, 3
-        ) AS gone
-        WHERE audit_counts.resource = gone.resource AND audit_counts.token_name = gone.token_name
-          AND audit_counts.shard = gone.shard;
+        INSERT INTO audit_counts (resource, token_name, shard, n)
+        SELECT resource, coalesce(token_name, ''), {_PG_SHARD}, -count(*)
+        FROM removed GROUP BY 1, 2, 3
+        ORDER BY 1, 2, 3
+        ON CONFLICT (resource, token_name, shard) DO UPDATE SET n = audit_counts.n + EXCLUDED.n;
         RETURN NULL;
     END
     $$
@@ -150,10 +152,9 @@ def upgrade() -> None:
         sa.Column("n", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("resource", "token_name", "shard", name="pk_audit_counts"),
     )
-    shard = _PG_SHARD.format(row="audit_log") if postgres else "0"
     op.execute(
         "INSERT INTO audit_counts (resource, token_name, shard, n) "
-        f"SELECT resource, coalesce(token_name, ''), {shard}, count(*) FROM audit_log GROUP BY 1, 2, 3"
+        "SELECT resource, coalesce(token_name, ''), 0, count(*) FROM audit_log GROUP BY 1, 2"
     )
     if postgres:
         # Every entry written updates one of these rows: room on the page keeps the updates HOT (old
