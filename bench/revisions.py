@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import sqlalchemy as sa
+from _stores import analyzed
 
 from scenariokit.domain.revisions import content_of, fields_document, step_document
 from scenariokit.formats.inputs import ScenarioInput, StepInput
@@ -123,14 +124,7 @@ async def bench_store(label: str, url: str, revisions: int, steps: int, repeat: 
             f"\n{label}: {revisions:,} revisions of {steps} steps, one step edited each "
             f"({seeded:.1f} s, {seeded / max(revisions - 1, 1) * 1000:.1f} ms an edit)"
         )
-        if store.dialect == "postgresql":
-            async with store.engine.connect() as conn:
-                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                await conn.execute(sa.text("VACUUM ANALYZE scenario_revisions"))
-                await conn.execute(sa.text("VACUUM ANALYZE revision_steps"))
-        else:
-            async with store.engine.begin() as conn:
-                await conn.execute(sa.text("ANALYZE"))
+        await analyzed(store, "scenario_revisions", "revision_steps")
 
         current = await services.scenarios.get(scenario.id)
         content = content_of(current)

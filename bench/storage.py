@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from _stores import analyzed
 
 from scenariokit.domain.audit import ACTIONS, entry_id
 from scenariokit.domain.model import Environment, RunStatus, Scenario
@@ -83,16 +84,9 @@ async def seed(store: SqlStore, runs: int) -> uuid.UUID:
                     }
                 )
             await conn.execute(sa.insert(t.runs), rows)
-    if store.dialect == "postgresql":
-        # what autovacuum does to a table after a burst of writes (one transaction held 1,000,000 updates
-        # of the run counts: none of their old versions could be pruned while it ran)
-        async with store.engine.connect() as conn:
-            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(sa.text("VACUUM ANALYZE runs"))
-            await conn.execute(sa.text("VACUUM ANALYZE run_counts"))
-    else:
-        async with store.engine.begin() as conn:
-            await conn.execute(sa.text("ANALYZE"))
+    # one transaction held 1,000,000 updates of the run counts: none of their old versions could be
+    # pruned while it ran
+    await analyzed(store, "runs", "run_counts")
     assert first is not None
     return first
 
@@ -134,14 +128,7 @@ async def seed_audit(store: SqlStore, entries: int) -> None:
                 await raw.copy_records_to_table("audit_log", records=records, columns=columns)
             else:
                 await conn.execute(sa.insert(t.audit_log), rows)
-    if store.dialect == "postgresql":
-        async with store.engine.connect() as conn:
-            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(sa.text("VACUUM ANALYZE audit_log"))
-            await conn.execute(sa.text("VACUUM ANALYZE audit_counts"))
-    else:
-        async with store.engine.begin() as conn:
-            await conn.execute(sa.text("ANALYZE"))
+    await analyzed(store, "audit_log", "audit_counts")
 
 
 async def run_filters(store: SqlStore, runs: int) -> dict[str, RunQuery]:
