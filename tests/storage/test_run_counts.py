@@ -55,8 +55,13 @@ async def _real(
 async def _check_every_total(
     store: SqlStore, scenarios: list[Scenario], environments: tuple[uuid.UUID, ...] = ()
 ) -> None:
-    """Each listing's total, for every combination of status, scenario, environment and ``since``."""
-    since = utcnow() - timedelta(minutes=5)
+    """Each listing's total, for every combination of status, scenario, environment and ``since`` (the
+    creation time of the middle run: a range that leaves runs out)."""
+    async with store.engine.connect() as conn:
+        created = sorted((await conn.execute(sa.select(t.runs.c.created_at))).scalars())
+    since = created[len(created) // 2] if created else utcnow() - timedelta(minutes=5)
+    if created and created[0] < since:
+        assert 0 < await _real(store, since=since) < len(created)  # the range leaves runs out
     for status, scenario, environment, after in itertools.product(
         (None, *RunStatus), (None, *scenarios), (None, *environments), (None, since)
     ):
@@ -79,7 +84,12 @@ async def test_totals_follow_every_change_of_a_run(store: SqlStore) -> None:
     envs = (env.id, staging.id)
     scenarios = [Scenario(name="first"), Scenario(name="second")]
     runs = [
-        Run(scenario_id=scenarios[i % 2].id, environment_id=envs[i % 3 == 0], scenario_name="x")
+        Run(
+            scenario_id=scenarios[i % 2].id,
+            environment_id=envs[i % 3 == 0],
+            scenario_name="x",
+            created_at=utcnow() - timedelta(minutes=i),  # apart: the middle one's time as ``since`` cuts
+        )
         for i in range(7)
     ]
     async with store.unit_of_work() as uow:
@@ -147,7 +157,12 @@ async def test_a_store_migrated_from_counts_by_scenario_counts_each_environment(
             await uow.scenarios.add(scenario)
         for i in range(9):
             status = (RunStatus.PASS, RunStatus.FAIL, RunStatus.IN_PROGRESS)[i % 3]
-            run = Run(scenario_id=scenarios[i % 2].id, environment_id=envs[i % 4 == 0].id, scenario_name="x")
+            run = Run(
+                scenario_id=scenarios[i % 2].id,
+                environment_id=envs[i % 4 == 0].id,
+                scenario_name="x",
+                created_at=utcnow() - timedelta(minutes=i),
+            )
             await uow.runs.add(attrs.evolve(run, status=status))
         await uow.commit()
     async with store.engine.begin() as conn:  # back to the counts by scenario and status alone
