@@ -36,7 +36,7 @@ def entry_id() -> uuid.UUID:
         now = time.time_ns() // 1_000_000
         last_ms, counter = _last
         if now > last_ms:
-            now, counter = now, 0
+            counter = 0
         elif counter < 0xFFF:
             now, counter = last_ms, counter + 1
         else:  # 4,096 in one millisecond: borrow the next one

@@ -177,7 +177,8 @@ class _TableRepository(Generic[T, Q]):
         direction = sa.desc if query.order_dir == "desc" else sa.asc
         kept = await self.kept_total(query)
         # Else the total rides on the page's rows (a window count): one query for the page, not two. A
-        # window count reads every matching row, so a large table (runs) keeps its counts instead.
+        # window count reads every matching row, so the tables that only grow (runs, the audit log) keep
+        # their counts instead.
         columns = [*selected] if kept is not None else [*selected, sa.func.count().over().label("_total")]
         stmt = (
             sa.select(*columns)
@@ -194,9 +195,7 @@ class _TableRepository(Generic[T, Q]):
         elif query.page == 1:
             total = 0
         else:  # past the last page: no row carries the total
-            total = (
-                await self.conn.execute(sa.select(sa.func.count()).select_from(self.table).where(*filters))
-            ).scalar_one()
+            total = await self._counted_apart(query)
         return Page(items=tuple(await load(rows)), total=total, page=query.page, limit=query.limit)
 
     async def list(self, query: Q) -> Page[T]:
