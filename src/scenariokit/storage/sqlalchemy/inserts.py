@@ -15,8 +15,11 @@ rows are held, per connection, and go as one statement just before the connectio
 or its commit, the last table's INSERT with the others as its ``WITH`` clauses
 (:func:`hold_inserts_until_the_next_statement` hooks the engine's events; :func:`send_held` sends them
 by hand before the driver is used straight). PostgreSQL runs the data-modifying ``WITH`` clauses of a
-statement with it, foreign keys checked at its end, so a unit of work sees what it wrote. A row that
-breaks a constraint is refused by the statement that carries it: at the latest by the commit, which
+statement with it, foreign keys checked at its end, so a unit of work sees what it wrote. A table's
+rows go as one part, whatever number of ``insert_rows`` held them: a few as a ``VALUES`` list, more
+as one array a column, so that no number of rows (an import of thousands of scenarios, a step's
+100,000 lines of output) takes a statement past PostgreSQL's 32,767 parameters (:func:`_statement`).
+A row that breaks a constraint is refused by the statement that carries it: at the latest by the commit, which
 the unit of work turns into a conflict as before.
 
 A row whose number the database gives (a revision's fields and step bodies, numbered by ``seq``) would
@@ -38,6 +41,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -185,55 +189,111 @@ _HELD: weakref.WeakKeyDictionary[sa.Connection, list[tuple[sa.Table, list[Mappin
     weakref.WeakKeyDictionary()
 )
 
-#: One held table's part of a statement: the table, its columns, and how many rows.
-Part = tuple[sa.Table, tuple[str, ...], int]
+#: The most rows a part of a held statement carries as a ``VALUES`` list; a part with more takes them as
+#: arrays (see :func:`_statement`).
+VALUES_ROWS = 16
+
+#: One held table's part of a statement: the table, the columns its rows name, and how many rows as a
+#: ``VALUES`` list (None: any number, as arrays).
+Part = tuple[sa.Table, tuple[str, ...], int | None]
+
+#: Where one parameter of a held statement comes from: part, row (None: the column's values of every
+#: row, as an array), column, and the column's processor.
+Source = tuple[int, int | None, str, Processor]
 
 
-def _shape(parts: Sequence[tuple[sa.Table, Sequence[Mapping[str, Any]]]]) -> tuple[Part, ...]:
-    return tuple((table, tuple(rows[0]), len(rows)) for table, rows in parts)
+def _grouped(held: Sequence[tuple[sa.Table, Sequence[Mapping[str, Any]]]]) -> list[tuple[Part, list[Any]]]:
+    """The held rows by table and columns, each group where its first rows were, its rows in order.
+
+    A statement's foreign keys are checked at its end, so the order of its parts does not matter;
+    inside a table the rows keep the order they were held in (a log's lines are numbered by it).
+    """
+    groups: dict[tuple[sa.Table, tuple[str, ...]], list[Any]] = {}
+    for table, rows in held:
+        groups.setdefault((table, tuple(rows[0])), []).extend(rows)
+    return [
+        ((table, columns, len(rows) if len(rows) <= VALUES_ROWS else None), rows)
+        for (table, columns), rows in groups.items()
+    ]
 
 
-#: Where one parameter of a held statement comes from: part, row, column, and the column's processor.
-Source = tuple[int, int, str, Processor]
+def _array_type(column: sa.Column[Any]) -> sa.ARRAY[Any]:
+    """The array a column's values travel in: of the column's own type, a ``VARCHAR`` without its length.
+
+    Cast to ``VARCHAR(n)[]``, an over-long value would be cut to ``n`` without a word (an explicit
+    cast truncates); cast to ``VARCHAR[]`` it reaches the column, whose assignment refuses it.
+    """
+    element = column.type
+    if type(element) is sa.String:
+        element = sa.String()
+    return postgresql.ARRAY(element)
 
 
-def _values(
-    parts: Sequence[tuple[sa.Table, Sequence[Mapping[str, Any]]]], sources: tuple[Source, ...]
-) -> tuple[Any, ...]:
-    """The parameters of a :func:`_statement`, in its order, each processed as its column's."""
+def _part_insert(dialect: Dialect, part: int, shape: Part, sources: dict[str, Source]) -> sa.Insert:
+    """The INSERT of one part of a held statement, its parameters' sources added to ``sources``."""
+    table, columns, count = shape
+    if count is None:
+        arrays = []
+        for column in columns:
+            name = f"p{len(sources)}"
+            sources[name] = (part, None, column, _processor(dialect, table, column))
+            arrays.append(sa.bindparam(name, type_=_array_type(table.c[column])))
+        unnested = sa.func.unnest(*arrays).table_valued(*columns, with_ordinality="held_order")
+        rows = unnested.render_derived("held")
+        ordered = sa.select(*(rows.c[column] for column in columns)).order_by(rows.c.held_order)
+        return sa.insert(table).from_select(list(columns), ordered)
     values = []
-    for part, row, column, process in sources:
-        value = parts[part][1][row][column]
-        values.append(value if process is None else process(value))
-    return tuple(values)
+    for row in range(count):
+        one = {}
+        for column in columns:
+            name = f"p{len(sources)}"
+            sources[name] = (part, row, column, _processor(dialect, table, column))
+            one[column] = sa.bindparam(name, type_=table.c[column].type)
+        values.append(one)
+    return sa.insert(table).values(values)
 
 
-@functools.lru_cache(maxsize=256)  # a shape counts rows: scenarios of every length would grow it unbounded
+@functools.lru_cache(maxsize=256)  # a shape counts rows up to VALUES_ROWS: a bounded few, but more than one
 def _statement(dialect: Dialect, shape: tuple[Part, ...]) -> tuple[str, tuple[Source, ...]]:
     """One statement inserting every part of ``shape``: the last as the statement, the others as its
     ``WITH`` clauses; its SQL for ``dialect`` and where each of its parameters comes from, in order.
-    Compiled once per shape (tables, columns, numbers of rows)."""
-    inserts = []
+
+    A part of a few rows (a create's scenario, steps and audit entry) is a ``VALUES`` list, a parameter a
+    value; a part of more takes each column's values as one array, unnested in order (``WITH
+    ORDINALITY``), so its parameters are as many as its columns however many rows it carries: a step's
+    100,000 lines of output in one write, where a ``VALUES`` list of them passed PostgreSQL's 32,767
+    parameters and was refused (and took longer to compile than the step to print them). The arrays
+    cost a create about a tenth more of its CPU, so the few rows stay a list. Compiled once per shape.
+    """
     sources: dict[str, Source] = {}
-    for part, (table, columns, count) in enumerate(shape):
-        values = []
-        for row in range(count):
-            one = {}
-            for column in columns:
-                name = f"p{len(sources)}"
-                sources[name] = (part, row, column, _processor(dialect, table, column))
-                one[column] = sa.bindparam(name, type_=table.c[column].type)
-            values.append(one)
-        inserts.append(sa.insert(table).values(values))
+    inserts = [_part_insert(dialect, part, one, sources) for part, one in enumerate(shape)]
     statement = inserts[-1].add_cte(*(insert.cte(f"held_{i}") for i, insert in enumerate(inserts[:-1])))
     compiled = statement.compile(dialect=dialect)
     return str(compiled), tuple(sources[name] for name in compiled.positiontup or ())
 
 
+def _values(
+    groups: Sequence[tuple[Part, Sequence[Mapping[str, Any]]]], sources: tuple[Source, ...]
+) -> tuple[Any, ...]:
+    """The parameters of a :func:`_statement`, in its order, each processed as its column's."""
+    values: list[Any] = []
+    for part, row, column, process in sources:
+        rows = groups[part][1]
+        if row is None:
+            values.append(
+                [one[column] for one in rows] if process is None else [process(one[column]) for one in rows]
+            )
+        else:
+            value = rows[row][column]
+            values.append(value if process is None else process(value))
+    return tuple(values)
+
+
 def _send(sync: sa.Connection, held: list[tuple[sa.Table, list[Mapping[str, Any]]]]) -> None:
     """Run the ``held`` rows' statement on ``sync`` (SQLAlchemy's synchronous side of the connection)."""
-    sql, sources = _statement(sync.dialect, _shape(held))
-    sync.exec_driver_sql(sql, _values(held, sources))
+    groups = _grouped(held)
+    sql, sources = _statement(sync.dialect, tuple(part for part, _ in groups))
+    sync.exec_driver_sql(sql, _values(groups, sources))
 
 
 def _send_held(sync: sa.Connection, *_: Any) -> None:
