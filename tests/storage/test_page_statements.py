@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from json_services import json_services
-from scenariokit.formats.queries import ScenarioQuery
+from scenariokit.formats.queries import EnvironmentQuery, ScenarioQuery
 from scenariokit.services import Services
 from scenariokit.storage.sqlalchemy import SqlStore
 from scenariokit.storage.sqlalchemy import tables as t
@@ -83,6 +83,49 @@ async def test_a_page_past_the_last_counts_in_one_more_statement(services: Any, 
     # no rows carry the total: the page's statement, then the count (SQLite: no children to read)
     assert len(statements) == 2, statements
     assert page.total == 3 and page.items == ()
+
+
+@pytest.mark.parametrize("searched", [False, True], ids=["unfiltered", "searched"])
+async def test_a_page_of_a_list_counts_its_table_beside_the_rows_and_sorts_no_more_than_the_matches(
+    services: Any, store: SqlStore, searched: bool
+) -> None:
+    # Unfiltered, the total is a count of the table (SQLite counts its B-tree without reading a row) and
+    # the page walks the order's index for its rows; a window count read and sorted every row of the
+    # table for each page. A search reads every row anyway: its window sorts only the matches.
+    for index in range(30):
+        await services.environments.create({"name": f"env {index:02d}"})
+    params = {"limit": "5", "orderBy": "name", "orderDir": "asc"} | ({"q": "env 1"} if searched else {})
+    statements: list[str] = []
+    parameters: list[Any] = []
+
+    def record(conn: Any, cursor: Any, statement: str, sent: Any, *_: Any) -> None:
+        statements.append(" ".join(statement.split()))
+        parameters.append(sent)
+
+    engines = {store.engine, store.read_engine} - {None}
+    for engine in engines:
+        sa.event.listen(engine.sync_engine, "before_cursor_execute", record)  # type: ignore[union-attr]
+    try:
+        async with store.unit_of_work(readonly=True) as uow:
+            page = await uow.environments.list(EnvironmentQuery.from_params(params))
+    finally:
+        for engine in engines:
+            sa.event.remove(engine.sync_engine, "before_cursor_execute", record)  # type: ignore[union-attr]
+    [(listed, sent)] = [
+        (sql, sent) for sql, sent in zip(statements, parameters, strict=True) if "FROM environments" in sql
+    ]
+    if searched:
+        assert page.total == 10 and " OVER " in listed.upper()
+        assert [item.name for item in page.items] == [f"env {i}" for i in range(10, 15)]
+        return
+    assert page.total == 30 and " OVER " not in listed.upper() and "COUNT(*)" in listed.upper()
+    assert [item.name for item in page.items] == [f"env {i:02d}" for i in range(5)]
+    if store.dialect == "sqlite":
+        async with store.unit_of_work(readonly=True) as uow:
+            raw: Any = (await uow._conn.get_raw_connection()).driver_connection  # type: ignore[union-attr]
+            rows = await raw.execute_fetchall(f"EXPLAIN QUERY PLAN {listed}", sent)
+            plan = " ".join(str(row[-1]) for row in rows)
+        assert "TEMP B-TREE" not in plan, plan
 
 
 #: the ``store`` fixture (tests/conftest.py) on its PostgreSQL parameter alone

@@ -176,10 +176,21 @@ class _TableRepository(Generic[T, Q]):
         column = self.table.c[self.order_columns[query.order_by]]
         direction = sa.desc if query.order_dir == "desc" else sa.asc
         kept = await self.kept_total(query)
-        # Else the total rides on the page's rows (a window count): one query for the page, not two. A
-        # window count reads every matching row, so the tables that only grow (runs, the audit log) keep
-        # their counts instead.
-        columns = [*selected] if kept is not None else [*selected, sa.func.count().over().label("_total")]
+        # Else the total rides on the page's rows: one query for the page, not two. Unfiltered, it is a
+        # count of the table beside them (SQLite counts a B-tree's entries without reading its rows),
+        # and the page reads its twenty rows through the order's index. Filtered (a search), a window
+        # count: the search reads every row once either way, and the window sorts only the matches.
+        # A window count over a whole table read and sorted all of it for every page (62 ms a page of
+        # 20,000 scenarios on SQLite, 21 ms on PostgreSQL). The tables that only grow (runs, the audit
+        # log) keep their counts instead.
+        columns: list[Any]
+        if kept is not None:
+            columns = [*selected]
+        elif filters:
+            columns = [*selected, sa.func.count().over().label("_total")]
+        else:
+            counted = sa.select(sa.func.count()).select_from(self.table).scalar_subquery()
+            columns = [*selected, counted.label("_total")]
         stmt = (
             sa.select(*columns)
             .where(*filters)
