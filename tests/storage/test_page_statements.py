@@ -75,6 +75,20 @@ async def test_a_page_of_scenarios_is_one_statement_on_postgresql_and_two_on_sql
     assert [len(item.credentials) for item in page.items] == [i % 2 for i in range(20)]
 
 
+async def test_a_searched_page_of_scenarios_runs_its_search_once(services: Any, store: SqlStore) -> None:
+    # A search reads every name: its matches are counted with a window as it reads them, and the page's
+    # steps and links are found by the page's ids. Before, SQLite ran it four times (the page, its count,
+    # and again for the steps and for the links), PostgreSQL twice.
+    await _seed(services, 25)
+    query = ScenarioQuery.from_params({"limit": "5", "orderBy": "name", "orderDir": "asc", "q": "s1"})
+    async with reading(store) as (uow, statements):
+        page = await uow.scenarios.list_records(query)
+    assert sum(sql.upper().count(" LIKE ") for sql in statements) == 1, statements
+    assert page.total == 10 and [item.name for item in page.items] == [f"s{i}" for i in range(10, 15)]
+    assert all(len(item.steps) == 3 for item in page.items)
+    assert [len(item.credentials) for item in page.items] == [i % 2 for i in range(10, 15)]
+
+
 async def test_a_page_past_the_last_counts_in_one_more_statement(services: Any, store: SqlStore) -> None:
     await _seed(services, 3)
     query = ScenarioQuery.from_params({"limit": "20", "page": "2"})

@@ -1,11 +1,12 @@
 """A page of scenarios with its steps and links, read straight from the driver.
 
 The list a dashboard polls. On PostgreSQL one statement per page (the page's rows read through the
-order's index, their total as a count beside them, then every step and link of the page, ``UNION
+order's index, their total as a count of the table beside them, or for a search a window count of its
+matches, then every step and link of the page, ``UNION
 ALL``, found through the steps' and links' scenario index by ``= ANY`` of the page's ids, whatever
 the planner guesses of a join: a hash join read every step of the store, 0.3 ms a page at 2,000): one
 round trip. On SQLite, where a statement costs no round trip, two: the page's rows with
-their total, in order, then the steps and links of the page, put in order here (SQLite's window
+their total, in order, then the steps and links of the page's ids, put in order here (SQLite's window
 function and the sorts of one combined statement cost twice the two). The SQL text is written once
 per dialect and order and run on the unit of work's own connection through the driver (aiosqlite,
 asyncpg): no SQLAlchemy statement, result or type processing per call, and no domain value per row.
@@ -19,6 +20,7 @@ exactly (SQLite's JSON functions would write them with 15 digits: no ``json_grou
 from __future__ import annotations
 
 import functools
+import json
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, TypeVar
@@ -80,21 +82,25 @@ def _page_order(order_by: str, order_dir: str) -> str:
 def sqlite_page_sql(order_by: str, order_dir: str, searched: bool) -> tuple[str, str]:
     """SQLite's two statements of one page: its scenarios' rows, then their steps and links.
 
-    The first gives rows shaped as :func:`page_sql`'s scenario rows, in the page's order; the second
-    its step and link rows in no particular order (:func:`scenario_page` orders them as
-    :func:`page_sql` does). Parameters of both: limit, offset, then the search pattern when
-    ``searched``.
+    The first gives rows shaped as :func:`page_sql`'s scenario rows, in the page's order (parameters:
+    limit, offset, then the search pattern when ``searched``); the second the step and link rows of
+    the scenarios whose ids (as stored) it is given as one JSON array, its one parameter, in no
+    particular order (:func:`scenario_page` orders them as :func:`page_sql` does). Unsearched, the
+    total is a count of the table (SQLite counts a B-tree's entries without reading its rows); a
+    search reads every name once, and counts its matches with a window as it does. The children are
+    found by the page's ids, never by running the page's query again.
     """
     sql = _SQL["sqlite"]
     order = _page_order(order_by, order_dir)
     where = f"WHERE {sql.like}" if searched else ""
-    page_ids = f"SELECT id FROM scenarios {where} ORDER BY {order} {sql.limit}"
+    total = "count(*) OVER ()" if searched else "(SELECT count(*) FROM scenarios)"
     heads = f"""
 SELECT 0 AS kind, 0 AS rank, NULL AS owner, id, name AS a, description AS b, timeout_seconds AS seconds,
        environment_id AS environment, created_at AS created, updated_at AS updated, retries, browser,
-       (SELECT count(*) FROM scenarios {where}) AS total, revision
+       {total} AS total, revision
 FROM scenarios {where} ORDER BY {order} {sql.limit}
 """
+    page_ids = "SELECT value FROM json_each(?1)"
     children = f"""
 SELECT 1 AS kind, position, scenario_id, id, title, exec_code, timeout_seconds
 FROM steps WHERE scenario_id IN ({page_ids})
@@ -124,17 +130,18 @@ def page_sql(dialect: Dialect, order_by: str, order_dir: str, searched: bool) ->
     uuid_text, time_text, text = sql.uuid, sql.time, sql.text
     order = _page_order(order_by, order_dir)
     where = f"WHERE {sql.like}" if searched else ""
+    total = "count(*) OVER ()" if searched else "(SELECT count(*) FROM scenarios)"
     return f"""
 WITH page AS MATERIALIZED (
   SELECT id, name, description, environment_id, timeout_seconds, created_at, updated_at, retries,
-         browser, revision
+         browser, revision, {total} AS total
   FROM scenarios {where} ORDER BY {order} {sql.limit}
 )
 SELECT 0 AS kind, row_number() OVER (ORDER BY {order}) AS rank, NULL AS owner, {uuid_text("id")} AS id,
        {text("name")} AS a, description AS b, timeout_seconds AS seconds,
        {uuid_text("environment_id")} AS environment, {time_text("created_at")} AS created,
        {time_text("updated_at")} AS updated, {text("retries")} AS retries,
-       {text("browser")} AS browser, (SELECT count(*) FROM scenarios {where}) AS total, revision
+       {text("browser")} AS browser, total, revision
 FROM page
 UNION ALL
 SELECT 1, steps.position, {uuid_text("steps.scenario_id")}, {uuid_text("steps.id")}, steps.title,
@@ -235,7 +242,8 @@ async def scenario_page(
         heads_sql, children_sql = sqlite_page_sql(query.order_by, query.order_dir, searched)
         rows = list(await _fetch(conn, heads_sql, params))
         if rows:
-            rows.extend(sorted(await _fetch(conn, children_sql, params), key=_child_order))
+            ids = json.dumps([row[3] for row in rows])
+            rows.extend(sorted(await _fetch(conn, children_sql, [ids]), key=_child_order))
     else:
         rows = list(await _fetch(conn, page_sql(dialect, query.order_by, query.order_dir, searched), params))
     heads: list[Sequence[Any]] = []
