@@ -1,5 +1,5 @@
-"""Listing at scale: page 1 of a large runs table, by each allowed sort and filter, and of a large audit
-log, by each filter, on SQLite and PostgreSQL.
+"""Listing at scale: page 1 of a large runs table, by each allowed sort and filter, of a large audit log,
+by each filter, and of a large scenario list, on SQLite and PostgreSQL.
 
 Prints milliseconds per listing (median of repeated calls through the real repository) and each
 listing's ratio to a baseline measured in the same run: fetching one run by primary key. The targets,
@@ -7,9 +7,12 @@ each within 50 ms: page 1 of 1,000,000 runs by ``scenario.name``, by ``status`` 
 (each direction), and filtered by environment (a common one and a rare one), by status and
 environment, ``since`` a day ago, and by scenario or environment since then; page 1 of 1,000,000
 audit entries newest first, oldest first, by ``resource``, by ``tokenName`` and since a day ago (every
-write adds an entry, so a team's log only grows).
+write adds an entry, so a team's log only grows); page 1 of 100,000 scenarios of two steps, as the
+library lists them (``kit.scenarios.list``) and as REST and MCP do (records), by each order. A search
+by name (``q``, a substring: it reads every name) is timed beside them, without the target.
 
-    python bench/storage.py [--runs 1000000] [--audit-entries 1000000] [--repeat 15] [--sqlite-only]
+    python bench/storage.py [--runs 1000000] [--audit-entries 1000000] [--scenarios 100000]
+                            [--repeat 15] [--sqlite-only]
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ import sqlalchemy as sa
 from _stores import analyzed
 
 from scenariokit.domain.audit import ACTIONS, entry_id
-from scenariokit.domain.model import Environment, RunStatus, Scenario
-from scenariokit.formats.queries import AuditQuery, RunQuery
+from scenariokit.domain.model import Environment, RunStatus, Scenario, Step
+from scenariokit.formats.queries import AuditQuery, RunQuery, ScenarioQuery
 from scenariokit.storage.opening import open_store
 from scenariokit.storage.sqlalchemy import SqlStore, unique_schema
 from scenariokit.storage.sqlalchemy import tables as t
@@ -199,7 +202,60 @@ async def bench_audit(store: SqlStore, entries: int, repeat: int, baseline: floa
     return all(results)
 
 
-async def bench_store(label: str, url: str, runs: int, repeat: int, audit_entries: int) -> bool:
+async def seed_scenarios(store: SqlStore, count: int) -> None:
+    """Add ``count`` scenarios of two steps, through the repository, 5,000 to a unit of work."""
+    for offset in range(0, count, 5000):
+        async with store.unit_of_work() as uow:
+            for i in range(offset, min(offset + 5000, count)):
+                steps = (Step(exec_code="await page.goto(helpers.getEnvUrl())"), Step(exec_code=f"n = {i}"))
+                await uow.scenarios.add(Scenario(name=f"checkout {i:06d}", steps=steps))
+            await uow.commit()
+    await analyzed(store, "scenarios", "steps")
+
+
+async def bench_scenarios(store: SqlStore, count: int, repeat: int, baseline: float) -> bool:
+    """Page 1 of the scenarios by each order, as the library and as REST list them; a search beside."""
+    began = time.perf_counter()
+    await seed_scenarios(store, count)
+    print(f"  seeded {count:,} scenarios in {time.perf_counter() - began:.1f} s")
+    ok = True
+    for order_by in ScenarioQuery.ORDER_BY:
+        for order_dir in ("asc", "desc"):
+            query = ScenarioQuery(order_by=order_by, order_dir=order_dir)
+            for way in ("library", "REST"):
+                ok = await timed_scenarios(store, f"scenarios ({way}) by {order_by} {order_dir}", way, query,
+                                           repeat, baseline) and ok  # fmt: skip
+    searched = ScenarioQuery(q="checkout 0000")  # one name in a hundred (of 100,000: 1,000)
+    for way in ("library", "REST"):
+        await timed_scenarios(store, f"scenarios ({way}) named like 1%", way, searched, repeat, baseline,
+                              target=False)  # fmt: skip
+    return ok
+
+
+async def timed_scenarios(
+    store: SqlStore, label: str, way: str, query: ScenarioQuery, repeat: int, baseline: float, *,
+    target: bool = True,
+) -> bool:  # fmt: skip
+    """Print the median time of a page of scenarios, read the ``way`` it is; whether within the target."""
+
+    async def page() -> object:
+        async with store.unit_of_work(readonly=True) as uow:
+            if way == "REST":
+                return await uow.scenarios.list_records(query)
+            return await uow.scenarios.list(query)
+
+    ms = await timed(page, repeat)
+    met = ms <= TARGET_MS
+    verdict = (
+        ("  (target ≤ 50 ms: " + ("met" if met else "MISSED") + ")") if target else "  (a search: no target)"
+    )
+    print(f"  page 1, {label:40s} {ms:7.2f} ms {ms / baseline:5.1f}x{verdict}")
+    return met or not target
+
+
+async def bench_store(
+    label: str, url: str, runs: int, repeat: int, audit_entries: int, scenarios: int
+) -> bool:
     store = await open_store(url, secret_key="bench")
     assert isinstance(store, SqlStore)
     try:
@@ -229,6 +285,8 @@ async def bench_store(label: str, url: str, runs: int, repeat: int, audit_entrie
         ok = all(results)
         if audit_entries:
             ok = await bench_audit(store, audit_entries, repeat, baseline) and ok
+        if scenarios:
+            ok = await bench_scenarios(store, scenarios, repeat, baseline) and ok
         return ok
     finally:
         await store.drop_schema()
@@ -239,22 +297,18 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--audit-entries", type=int, default=1_000_000, help="0 leaves the audit log out")
+    parser.add_argument("--scenarios", type=int, default=100_000, help="0 leaves the scenarios out")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--sqlite-only", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         sqlite_url = f"sqlite:///{Path(tmp) / 'bench.db'}"
-        results = [await bench_store("SQLite", sqlite_url, args.runs, args.repeat, args.audit_entries)]
+        sizes = (args.runs, args.repeat, args.audit_entries, args.scenarios)
+        results = [await bench_store("SQLite", sqlite_url, *sizes)]
         if not args.sqlite_only:
             try:
                 results.append(
-                    await bench_store(
-                        "PostgreSQL",
-                        f"{PG_URL}?schema={unique_schema('bench')}",
-                        args.runs,
-                        args.repeat,
-                        args.audit_entries,
-                    )
+                    await bench_store("PostgreSQL", f"{PG_URL}?schema={unique_schema('bench')}", *sizes)
                 )
             except OSError as exc:
                 print(f"\nPostgreSQL skipped: {exc}")

@@ -1,5 +1,6 @@
-"""bench/storage.py measures for real: page 1 of the runs, by every sort and the dashboard's filters, and of
-the audit log, by every filter, each with its verdict against the target."""
+"""bench/storage.py measures for real: page 1 of the runs, by every sort and the dashboard's filters, of
+the audit log, by every filter, and of the scenarios, by every order, each with its verdict against the
+target, and a search of the scenarios beside them."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_first_page_is_timed_on_both_stores(tmp_path: Path) -> None:
     answer = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "storage.py"), "--runs", "2000", "--audit-entries", "3000",
-         "--repeat", "3"],
+         "--scenarios", "3000", "--repeat", "3"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert answer.returncode == 0, answer.stderr
@@ -30,3 +31,12 @@ def test_every_first_page_is_timed_on_both_stores(tmp_path: Path) -> None:
     listings = r"(?:runs|failed runs|a scenario's runs|an environment's runs)"
     filtered = re.findall(rf"page 1, {listings} .+ms .+\(target", out)
     assert len(filtered) == 6 * stores, out
+    assert "seeded 3,000 scenarios" in out
+    scenario_pages = re.findall(
+        r"page 1, scenarios \((?:library|REST)\) by .+\(target ≤ 50 ms: (met|MISSED)\)", out
+    )
+    assert len(scenario_pages) == 12 * stores, out
+    searches = re.findall(
+        r"page 1, scenarios \((?:library|REST)\) named like 1% .+\(a search: no target\)", out
+    )
+    assert len(searches) == 2 * stores, out
