@@ -84,11 +84,12 @@ def sqlite_page_sql(order_by: str, order_dir: str, searched: bool) -> tuple[str,
 
     The first gives rows shaped as :func:`page_sql`'s scenario rows, in the page's order (parameters:
     limit, offset, then the search pattern when ``searched``); the second the step and link rows of
-    the scenarios whose ids (as stored) it is given as one JSON array, its one parameter, in no
-    particular order (:func:`scenario_page` orders them as :func:`page_sql` does). Unsearched, the
-    total is a count of the table (SQLite counts a B-tree's entries without reading its rows); a
-    search reads every name once, and counts its matches with a window as it does. The children are
-    found by the page's ids, never by running the page's query again.
+    the page in no particular order (:func:`scenario_page` orders them as :func:`page_sql` does).
+    Unsearched, the total is a count of the table (SQLite counts a B-tree's entries without reading
+    its rows), and the second statement finds the page again through the order's index (parameters:
+    limit, offset): cheaper than handing it the ids. A search reads every name: it counts its matches
+    with a window as it reads them, and the second statement takes the page's ids (as stored) as one
+    JSON array, its one parameter, instead of searching twice more.
     """
     sql = _SQL["sqlite"]
     order = _page_order(order_by, order_dir)
@@ -100,7 +101,8 @@ SELECT 0 AS kind, 0 AS rank, NULL AS owner, id, name AS a, description AS b, tim
        {total} AS total, revision
 FROM scenarios {where} ORDER BY {order} {sql.limit}
 """
-    page_ids = "SELECT value FROM json_each(?1)"
+    page = f"SELECT id FROM scenarios ORDER BY {order} {sql.limit}"
+    page_ids = "SELECT value FROM json_each(?1)" if searched else page
     children = f"""
 SELECT 1 AS kind, position, scenario_id, id, title, exec_code, timeout_seconds
 FROM steps WHERE scenario_id IN ({page_ids})
@@ -242,8 +244,8 @@ async def scenario_page(
         heads_sql, children_sql = sqlite_page_sql(query.order_by, query.order_dir, searched)
         rows = list(await _fetch(conn, heads_sql, params))
         if rows:
-            ids = json.dumps([row[3] for row in rows])
-            rows.extend(sorted(await _fetch(conn, children_sql, [ids]), key=_child_order))
+            page = [json.dumps([row[3] for row in rows])] if searched else params
+            rows.extend(sorted(await _fetch(conn, children_sql, page), key=_child_order))
     else:
         rows = list(await _fetch(conn, page_sql(dialect, query.order_by, query.order_dir, searched), params))
     heads: list[Sequence[Any]] = []
