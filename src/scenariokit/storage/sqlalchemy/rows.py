@@ -190,6 +190,8 @@ DOCUMENTS = make_storage_converter()
 COLUMNS = DOCUMENTS.copy()
 COLUMNS.register_unstructure_hook(uuid.UUID, lambda value: value)
 COLUMNS.register_unstructure_hook(datetime, lambda value: value)
+#: the kinds :data:`COLUMNS` writes as they are (a column of one of them, or of None, skips the converter)
+_WRITTEN_AS_THEY_ARE = (*_AS_STORED, uuid.UUID, datetime)
 
 
 # --- JSON columns ----------------------------------------------------------------------------------
@@ -297,15 +299,33 @@ class RowMap(Generic[T]):
             )
             for column in self._columns
         ]
+        # per column, worked out once: its name, its field's, and how a value is written (None: as it
+        # is: text, numbers, ids and times, which the driver takes as they are); a log line's five
+        # columns were five look-ups of a hook for each line of a step's output
+        self._writes = [(column.name, column.field.name, self._writer(column)) for column in self._columns]
+
+    @classmethod
+    def _writer(cls, column: _Column) -> Callable[[Any, SecretBox], Any] | None:
+        """How :meth:`to_row` writes a column's value (None: as it is)."""
+        if column.encrypted is not None or column.json:
+            return lambda value, box: cls._written(column, value, box)
+        kinds = typing.get_args(column.kind) or (column.kind,)
+        plain = tuple(kind for kind in kinds if kind is not type(None))
+        if all(kind in _WRITTEN_AS_THEY_ARE for kind in plain):
+            return None
+        hook = COLUMNS.get_unstructure_hook(column.kind)
+        return lambda value, box: hook(value)
 
     def to_row(self, item: T, box: SecretBox) -> dict[str, Any]:
         """The columns of ``item``: as it is, since it was validated when it was made."""
         row: dict[str, Any] = {}
-        for column in self._columns:
-            value = self._written(column, getattr(item, column.field.name), box)
-            if value is None and column.name == self._generated:
+        for name, field, write in self._writes:
+            value = getattr(item, field)
+            if write is not None:
+                value = write(value, box)
+            if value is None and name == self._generated:
                 continue
-            row[column.name] = value
+            row[name] = value
         return row
 
     def some_columns(self, box: SecretBox, **fields: Any) -> dict[str, Any]:
