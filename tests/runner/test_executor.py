@@ -211,6 +211,24 @@ async def test_cpu_bound_step_is_killed_by_the_pool_and_the_worker_replaced(
     assert set(pool.worker_pids()) != before
 
 
+async def test_a_step_that_prints_without_pause_is_stopped_at_its_limit(
+    run: Runner, make_job: JobFactory
+) -> None:
+    # Its lines never stop coming: the pool takes what has come without a timer for each, and its
+    # deadline still ends the run.
+    job = make_job(
+        "import sys\nwhile True:\n    print('line')\n    sys.stdout.write('raw\\n')", step_timeout=1
+    )
+
+    started = time.monotonic()
+    outcome, events = await run(job)
+
+    assert time.monotonic() - started < 30
+    assert outcome.error is not None and outcome.error.kind is RunErrorKind.TIMEOUT, outcome.error
+    lines = logs(events)
+    assert "line" in lines and "raw" in lines
+
+
 async def test_whole_run_limit_applies_to_waiting_and_spinning_code(
     run: Runner, make_job: JobFactory
 ) -> None:

@@ -31,8 +31,8 @@ class SlowStream:
     def __init__(self, stream: IO[bytes]) -> None:
         self._stream = stream
 
-    def readline(self, size: int = -1) -> bytes:
-        line = self._stream.readline(size)
+    def read1(self, size: int = -1) -> bytes:
+        line = self._stream.readline(size)  # a line at a time, each late
         if line:
             time.sleep(LATE)
         return line

@@ -911,15 +911,21 @@ class WorkerPool:
         watch = RunWatch(job)
         masker = run.masker
         while True:
-            try:
-                # not wait_for: on Python 3.11 it swallows a cancel that comes as an item arrives, and
-                # a run its scheduler abandons (a drain cut short) would go on to its end
-                async with asyncio.timeout(watch.seconds_left()):
-                    item = await run.inbox.get()
-            except TimeoutError:
-                kind, message = watch.overrun()
-                await asyncio.to_thread(worker.kill)
-                return await self._finish_here(job, watch.outcome(kind, message), on_event, masker)
+            left = watch.seconds_left()
+            if left > 0 and not run.inbox.empty():
+                # what has come is taken as it is: a timer for each of a loud step's lines cost more
+                # than the line (the timer is only for the wait, and the deadline has not passed)
+                item = run.inbox.get_nowait()
+            else:
+                try:
+                    # not wait_for: on Python 3.11 it swallows a cancel that comes as an item arrives,
+                    # and a run its scheduler abandons (a drain cut short) would go on to its end
+                    async with asyncio.timeout(left):
+                        item = await run.inbox.get()
+                except TimeoutError:
+                    kind, message = watch.overrun()
+                    await asyncio.to_thread(worker.kill)
+                    return await self._finish_here(job, watch.outcome(kind, message), on_event, masker)
             if item is None:  # a cancel request: only the deadlines change
                 watch.cancel_requested()
                 continue
