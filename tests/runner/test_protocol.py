@@ -11,6 +11,7 @@ import linecache
 import os
 import pickle
 import socket
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -302,8 +303,6 @@ def test_an_oversized_frame_is_skipped_unread_and_the_next_one_read(
 ) -> None:
     pool, worker = channels
     big = encode_frame(RunReport(RUN, LogEvent(at=AT, level="info", message="x" * 200_000)))
-    import threading
-
     sender = threading.Thread(target=lambda: (worker.send_bytes(big), worker.send(WorkerReady(pid=2))))
     sender.start()
     with pytest.raises(OversizedFrame, match=f"a frame of {len(big)} bytes, over the limit of 4096"):
@@ -318,6 +317,35 @@ def test_a_frame_cut_short_is_the_end_of_the_channel(channels: tuple[Channel, Ch
     worker.close()
     with pytest.raises(EOFError):
         pool.receive(REPORT_TYPES, 1024)
+
+
+def test_a_burst_of_frames_is_read_ahead_and_every_frame_comes_whole_and_in_order(
+    channels: tuple[Channel, Channel],
+) -> None:
+    # A loud step's lines: thousands of small frames in one burst, one read taking many of them (and
+    # the start of the next); a big frame among them, and one over the limit, skipped from what was read.
+    pool, worker = channels
+    lines = [RunReport(RUN, LogEvent(at=AT, level="info", message=f"line {i}")) for i in range(3000)]
+    big = RunReport(RUN, LogEvent(at=AT, level="info", message="y" * 150_000))
+    over = encode_frame(RunReport(RUN, LogEvent(at=AT, level="info", message="z" * 5000)))
+
+    def send() -> None:
+        for line in lines[:1500]:
+            worker.send(line)
+        worker.send(big)
+        worker.send_bytes(over)
+        for line in lines[1500:]:
+            worker.send(line)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    got = [pool.receive(REPORT_TYPES, 4096) for _ in range(1500)]
+    assert pool.receive(REPORT_TYPES, 200_000) == big
+    with pytest.raises(OversizedFrame):
+        pool.receive(REPORT_TYPES, 4096)
+    got += [pool.receive(REPORT_TYPES, 4096) for _ in range(1500)]
+    sender.join()
+    assert got == lines
 
 
 def test_only_frame_classes_are_sent() -> None:

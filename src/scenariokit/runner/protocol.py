@@ -447,6 +447,10 @@ class OversizedFrame(UnreadableFrame):
     """A frame over the reader's limit: skipped unread."""
 
 
+#: how many bytes past the asked-for a channel's read takes at most, of what has come
+_READ_AHEAD = 64 * 1024
+
+
 class Channel:
     """One end of the socket between the pool and a worker: frames, each after its length (4 bytes).
 
@@ -457,6 +461,9 @@ class Channel:
         self._socket = sock
         self._lock = threading.Lock()
         self.closed = False
+        #: what the receiving thread read past the frames it has taken, from ``_at`` on
+        self._ahead = b""
+        self._at = 0
 
     @classmethod
     def from_fd(cls, fd: int) -> Channel:
@@ -488,17 +495,32 @@ class Channel:
         return self._exactly(size)
 
     def _exactly(self, size: int) -> bytes:
-        buffer = bytearray(size)
-        view = memoryview(buffer)
-        got = 0
-        while got < size:
-            count = self._socket.recv_into(view[got:], size - got)
-            if not count:
+        """The next ``size`` bytes: from what an earlier read took ahead, then from the socket.
+
+        A read takes whatever has come, up to :data:`_READ_AHEAD` bytes past what is asked: a loud step's
+        log lines come as thousands of small frames, which were two reads each (length, then body).
+        """
+        ahead = len(self._ahead) - self._at
+        if ahead >= size:
+            start = self._at
+            self._at += size
+            return self._ahead[start : start + size]
+        parts = [self._ahead[self._at :]]
+        while ahead < size:
+            chunk = self._socket.recv(max(_READ_AHEAD, size - ahead))
+            if not chunk:
+                self._ahead, self._at = b"", 0
                 raise EOFError("the other end closed the channel")
-            got += count
-        return bytes(buffer)
+            parts.append(chunk)
+            ahead += len(chunk)
+        data = b"".join(parts)
+        self._ahead, self._at = data[size:], 0  # what is past this frame waits for the next one
+        return data[:size]
 
     def _skip(self, size: int) -> None:
+        taken = min(len(self._ahead) - self._at, size)
+        self._at += taken
+        size -= taken
         buffer = bytearray(65536)
         while size:
             count = self._socket.recv_into(buffer, min(size, len(buffer)))

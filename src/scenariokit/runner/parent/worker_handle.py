@@ -150,12 +150,11 @@ class WorkerLaunch:
 
 
 class LoopHandoff:
-    """Calls the output reader threads hand to the event loop: in the order they came, and all that came
+    """Calls a worker's reader threads hand to the event loop: in the order they came, and all that came
     while the loop was busy in one turn, for one wake-up.
 
-    Each ``call_soon_threadsafe`` wakes the loop through its self-pipe and takes the GIL from the
-    thread: a step that prints 30,000 lines was 30,000 wake-ups, which cost the scheduler more than its
-    handling of the lines. A call that raises is reported as a callback's error is, and the rest run.
+    Each ``call_soon_threadsafe`` wakes the loop through its self-pipe: a step that prints 30,000 lines
+    was 30,000 wake-ups. A call that raises is reported as a callback's error is, and the rest run.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -301,11 +300,12 @@ class WorkerHandle:
                     ready.set_exception(failure)
             on_report(self, report)
 
-        threading.Thread(target=self._read, args=(loop, deliver), name="worker-pipe", daemon=True).start()
+        # the reports and the two streams' lines reach the loop in the order they were read
+        handoff = LoopHandoff(loop)
+        threading.Thread(target=self._read, args=(handoff, deliver), name="worker-pipe", daemon=True).start()
         self._read_by_threads = {id(stream) for stream in outputs}  # theirs to close (see _close_pipes)
         names: tuple[Stream, Stream] = ("stdout", "stderr")
         self.read_streams = frozenset(name for name, stream in zip(names, outputs, strict=True) if stream)
-        handoff = LoopHandoff(loop)  # the two streams' lines reach the loop in the order they were read
         for name, stream in zip(names, outputs, strict=True):
             threading.Thread(
                 target=self._read_output,
@@ -482,8 +482,8 @@ class WorkerHandle:
             _end_sandbox(process)
             _close_pipes(process, skip=self._read_by_threads)
 
-    def _read(self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Report | WorkerGone], None]) -> None:
-        """Pipe reader thread."""
+    def _read(self, handoff: LoopHandoff, deliver: Callable[[Report | WorkerGone], None]) -> None:
+        """Pipe reader thread: each report goes to ``deliver`` on the loop, in order."""
         assert self._conn is not None
         while True:
             report: Report | WorkerGone
@@ -497,7 +497,7 @@ class WorkerHandle:
                 logger.warning("unreadable report from worker %s%s: %s", self.pid, run, why)
                 continue
             try:
-                loop.call_soon_threadsafe(deliver, report)
+                handoff.call(deliver, report)
             except RuntimeError:  # the loop is closed: nobody is listening any more
                 return
             if isinstance(report, WorkerGone):
