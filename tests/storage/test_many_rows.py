@@ -11,6 +11,7 @@ A table's many rows now go as arrays, in order; a few rows stay a ``VALUES`` lis
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -35,6 +36,26 @@ async def _messages(store: SqlStore, run_id: uuid.UUID, page: int, limit: int) -
     async with store.unit_of_work(readonly=True) as uow:
         logs = await uow.runs.list_logs(run_id, LogQuery(page=page, limit=limit))
     return logs.total, [entry.message for entry in logs.items]
+
+
+async def _refused_with_nothing_kept(
+    services: Any,
+    store: SqlStore,
+    rows: int,
+    last: Callable[[uuid.UUID], RunLogEntry],
+    refusal: type[BaseException],
+    match: str | None = None,
+) -> None:
+    """``rows`` lines of a run, then ``last(run_id)``, written in one unit of work, are refused with
+    ``refusal``, and the run's log is as it was."""
+    run_id = await _queued_run(services)
+    lines = [RunLogEntry(run_id=run_id, message=f"line {i}") for i in range(rows)] + [last(run_id)]
+    total, _ = await _messages(store, run_id, 1, 1)
+    with pytest.raises(refusal, match=match):
+        async with store.unit_of_work() as uow:
+            await uow.runs.append_logs(lines)
+            await uow.commit()
+    assert (await _messages(store, run_id, 1, 1))[0] == total
 
 
 async def test_a_hundred_thousand_log_lines_in_one_write_are_all_stored_in_order(
@@ -80,15 +101,10 @@ async def test_thousands_of_scenarios_added_in_one_unit_of_work_are_all_stored(s
 async def test_a_broken_row_among_many_is_refused_at_the_commit_and_nothing_is_kept(
     services: Any, store: SqlStore, rows: int
 ) -> None:
-    run_id = await _queued_run(services)
-    total, _ = await _messages(store, run_id, 1, 1)
-    lines = [RunLogEntry(run_id=run_id, message=f"line {i}") for i in range(rows)]
-    lines.append(RunLogEntry(run_id=uuid.uuid4(), message="a line of no run"))  # its foreign key is broken
-    with pytest.raises(Conflict):
-        async with store.unit_of_work() as uow:
-            await uow.runs.append_logs(lines)
-            await uow.commit()
-    assert (await _messages(store, run_id, 1, 1))[0] == total
+    def of_no_run(_: uuid.UUID) -> RunLogEntry:  # its foreign key is broken
+        return RunLogEntry(run_id=uuid.uuid4(), message="a line of no run")
+
+    await _refused_with_nothing_kept(services, store, rows, of_no_run, Conflict)
 
 
 # PostgreSQL only: SQLite keeps a VARCHAR of any length
@@ -99,12 +115,7 @@ async def test_a_broken_row_among_many_is_refused_at_the_commit_and_nothing_is_k
 async def test_an_over_long_value_is_refused_never_cut_to_its_column(
     services: Any, store: SqlStore, rows: int
 ) -> None:
-    run_id = await _queued_run(services)
-    total, _ = await _messages(store, run_id, 1, 1)
-    lines = [RunLogEntry(run_id=run_id, message=f"line {i}") for i in range(rows)]
-    lines.append(RunLogEntry(run_id=run_id, message="too long a level", level="x" * 17))  # VARCHAR(16)
-    with pytest.raises(sa.exc.DBAPIError, match="too long"):
-        async with store.unit_of_work() as uow:
-            await uow.runs.append_logs(lines)
-            await uow.commit()
-    assert (await _messages(store, run_id, 1, 1))[0] == total
+    def too_long_a_level(run_id: uuid.UUID) -> RunLogEntry:  # the column is VARCHAR(16)
+        return RunLogEntry(run_id=run_id, message="too long a level", level="x" * 17)
+
+    await _refused_with_nothing_kept(services, store, rows, too_long_a_level, sa.exc.DBAPIError, "too long")
