@@ -181,7 +181,7 @@ class LoopHandoff:
                 function(*args)
             except Exception as exc:  # as the loop reports a callback's error: the rest still run
                 self._loop.call_exception_handler(
-                    {"message": f"exception in the worker's output callback {function!r}", "exception": exc}
+                    {"message": f"exception in a worker reader's callback {function!r}", "exception": exc}
                 )
 
 

@@ -73,6 +73,12 @@ _SQL = {
 }
 
 
+def _page_total(searched: bool) -> str:
+    """A page's total beside its rows: a search's matches counted by a window as it reads them (it reads
+    every name anyway), else a count of the table, which reads no row outside the count."""
+    return "count(*) OVER ()" if searched else "(SELECT count(*) FROM scenarios)"
+
+
 def _page_order(order_by: str, order_dir: str) -> str:
     direction = "DESC" if order_dir == "desc" else "ASC"
     return f"{ORDER_COLUMNS[order_by]} {direction}, id {direction}"
@@ -94,7 +100,7 @@ def sqlite_page_sql(order_by: str, order_dir: str, searched: bool) -> tuple[str,
     sql = _SQL["sqlite"]
     order = _page_order(order_by, order_dir)
     where = f"WHERE {sql.like}" if searched else ""
-    total = "count(*) OVER ()" if searched else "(SELECT count(*) FROM scenarios)"
+    total = _page_total(searched)
     heads = f"""
 SELECT 0 AS kind, 0 AS rank, NULL AS owner, id, name AS a, description AS b, timeout_seconds AS seconds,
        environment_id AS environment, created_at AS created, updated_at AS updated, retries, browser,
@@ -132,7 +138,7 @@ def page_sql(dialect: Dialect, order_by: str, order_dir: str, searched: bool) ->
     uuid_text, time_text, text = sql.uuid, sql.time, sql.text
     order = _page_order(order_by, order_dir)
     where = f"WHERE {sql.like}" if searched else ""
-    total = "count(*) OVER ()" if searched else "(SELECT count(*) FROM scenarios)"
+    total = _page_total(searched)
     return f"""
 WITH page AS MATERIALIZED (
   SELECT id, name, description, environment_id, timeout_seconds, created_at, updated_at, retries,

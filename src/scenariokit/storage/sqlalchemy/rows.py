@@ -333,9 +333,12 @@ class RowMap(Generic[T]):
 
         For an update of a few columns that need not read and rewrite the whole row.
         """
-        by_name = {column.field.name: column for column in self._columns}
-        columns = {name: by_name[name] for name in fields}
-        return {column.name: self._written(column, fields[name], box) for name, column in columns.items()}
+        writes = {field: (name, write) for name, field, write in self._writes}
+        row: dict[str, Any] = {}
+        for field, value in fields.items():
+            name, write = writes[field]  # a field it has no column for: KeyError, as before
+            row[name] = value if write is None else write(value, box)
+        return row
 
     @classmethod
     def _written(cls, column: _Column, value: Any, box: SecretBox) -> Any:
