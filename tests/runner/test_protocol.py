@@ -35,6 +35,7 @@ from scenariokit.domain.job import (
     compiled,
 )
 from scenariokit.domain.model import Backoff, Retries, RunError, RunErrorKind, StepResult, StepStatus
+from scenariokit.runner import protocol
 from scenariokit.runner.confinement.sandbox import ResourceLimits
 from scenariokit.runner.protocol import (
     COMMAND_TYPES,
@@ -381,3 +382,34 @@ def test_after_prepare_frames_a_fork_reads_and_writes_every_frame_with_code_made
         said = answer.read()
     os.waitpid(child, 0)
     assert said == "True 0", "every frame read back as it was, and no converter code made: " + said
+
+
+def test_an_id_seen_before_is_read_as_the_same_id_and_a_bad_one_still_refused() -> None:
+    frame = encode_frame(
+        RunReport(run_id=RUN, event=LogEvent(at=AT, level="info", message="m", step_id=STEP))
+    )
+    first = decode_frame(frame, REPORT_TYPES)
+    again = decode_frame(frame, REPORT_TYPES)
+    assert (
+        first
+        == again
+        == RunReport(run_id=RUN, event=LogEvent(at=AT, level="info", message="m", step_id=STEP))
+    )
+    forged = {
+        "type": "RunReport",
+        "run_id": str(RUN)[:-1] + "g",
+        "event": {"type": "ArtifactSaved", "name": "x"},
+    }
+    with pytest.raises(UnreadableFrame, match=r"\$\.run_id"):
+        decode_frame(json.dumps(forged).encode(), REPORT_TYPES)
+
+
+def test_the_ids_kept_are_bounded_whatever_a_worker_sends() -> None:
+    for _ in range(3 * protocol._IDS_KEPT):
+        frame = {
+            "type": "RunReport",
+            "run_id": str(uuid.uuid4()),
+            "event": {"type": "ArtifactSaved", "name": "x"},
+        }
+        decode_frame(json.dumps(frame).encode(), REPORT_TYPES)
+    assert len(protocol._IDS) <= protocol._IDS_KEPT

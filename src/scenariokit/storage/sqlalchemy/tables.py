@@ -38,6 +38,32 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def sqlite_time_text(value: datetime | None) -> str | None:
+    """A :class:`UTCDateTime` value as SQLite stores it, in one call: the text SQLAlchemy's own bind
+    processors (the decorator's, then SQLite's ``DATETIME``) would write, ``2026-11-30 17:08:27.694000``.
+
+    The store's own INSERTs (:mod:`.inserts`) write a run's log lines with it: through the two
+    processors a time cost 4 µs a row, the most of any column.
+    """
+    if value is None:
+        return None
+    if value.tzinfo is not UTC:
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return _SQLITE_TIME % (
+        value.year,
+        value.month,
+        value.day,
+        value.hour,
+        value.minute,
+        value.second,
+        value.microsecond,
+    )
+
+
+#: SQLite's ``DATETIME`` storage format, by position
+_SQLITE_TIME = "%04d-%02d-%02d %02d:%02d:%02d.%06d"
+
+
 JSONType: Any = sa.JSON().with_variant(JSONB(), "postgresql")
 
 
