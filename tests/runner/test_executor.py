@@ -254,13 +254,15 @@ async def test_whole_run_limit_applies_to_waiting_and_spinning_code(
 async def test_worker_that_dies_fails_the_run_and_is_replaced(
     run: Runner, make_job: JobFactory, death: str, how: str
 ) -> None:
-    job = make_job("print('before')", death, "print('after')")
+    job = make_job("print('before')", "print('last words')\n" + death, "print('after')")
 
-    outcome, _ = await run(job)
+    outcome, events = await run(job)
 
     assert outcome.error is not None
     assert outcome.error.kind is RunErrorKind.ERROR
     assert outcome.error.message == f'worker process {how} during step 2 ("Step 2")'
+    # a line reaches the pool as it is printed: the one just before the death is in the log
+    assert "last words" in logs(events)
     assert statuses(outcome.step_results) == [StepStatus.PASS, StepStatus.FAIL, StepStatus.SKIPPED]
     again, _ = await run(make_job("print('still serving')"))
     assert again.status == "pass"
