@@ -295,6 +295,11 @@ async def test_a_runs_slot_goes_to_the_next_run_before_its_last_write_ends(
     runs.append(await kit.runs.create({"scenarioId": str(last.id), "environmentId": str(env.id)}))
 
     ended = [await kit.services.runs.wait(run.id, 60) for run in runs]
+    # the write's own end: on a loaded machine the first run's step may start seconds after the
+    # other's, and its write (2 s) may still be under way when every run has ended
+    async with asyncio.timeout(30):
+        while "the ended run's write" not in order:
+            await asyncio.sleep(0.05)
 
     assert [detail.run.status for detail in ended] == [RunStatus.PASS] * 3
     assert order.index(f"claimed {last.id}") < order.index("the ended run's write"), order
