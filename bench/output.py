@@ -87,12 +87,8 @@ def main() -> None:
         found = asyncio.run(measure(url, args.lines, args.rounds))
     baseline = statistics.median(pipe_baseline(args.lines) for _ in range(args.rounds))
     per_line = 1e6 / args.lines
-    wall = statistics.median(
-        loud[0] - quiet[0] for quiet, loud in zip(found["quiet"], found["loud"], strict=True)
-    )
-    cpu = statistics.median(
-        loud[1] - quiet[1] for quiet, loud in zip(found["quiet"], found["loud"], strict=True)
-    )
+    pairs = list(zip(found["quiet"], found["loud"], strict=True))
+    wall, cpu = (statistics.median(loud[at] - quiet[at] for quiet, loud in pairs) for at in (0, 1))
     store = "SQLite" if url.startswith("sqlite") else url.split(":", 1)[0]
     print(
         f"a step printing {args.lines:,} lines against one printing none, {store}, one worker,"

@@ -27,15 +27,18 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
     def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        value = value.astimezone(UTC)
+        value = as_utc(value)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return None if value is None else as_utc(value)
+
+
+def as_utc(value: datetime) -> datetime:
+    """``value`` in UTC; a time without a zone is taken as UTC already (how the stores keep times)."""
+    if value.tzinfo is UTC:
+        return value
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def sqlite_time_text(value: datetime | None) -> str | None:
@@ -47,8 +50,7 @@ def sqlite_time_text(value: datetime | None) -> str | None:
     """
     if value is None:
         return None
-    if value.tzinfo is not UTC:
-        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    value = as_utc(value)
     return _SQLITE_TIME % (
         value.year,
         value.month,
